@@ -1,0 +1,376 @@
+/*
+ * client.c - the client (connection settings, the pool of connections)
+ * and sandbox handles (the execd and egress endpoints of one sandbox).
+ */
+#include <curl/curl.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "osb_i.h"
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static const char *env_first(const char *a, const char *b)
+{
+	const char *v = getenv(a);
+	if (!v || !*v)
+		v = getenv(b);
+	return v && *v ? v : NULL;
+}
+
+void osb_config_from_env(struct osb_config *cfg)
+{
+	if (!cfg->domain)
+		cfg->domain = env_first("OPEN_SANDBOX_DOMAIN",
+					"OPENSANDBOX_DOMAIN");
+	if (!cfg->api_key)
+		cfg->api_key = env_first("OPEN_SANDBOX_API_KEY",
+					 "OPENSANDBOX_API_KEY");
+}
+
+int osb_read_key_file(const char *path, char **ret_key, struct osb_error *err)
+{
+	char buf[4096];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		osb_error_set(err, 0, "", "API key file %s: %s", path,
+			      strerror(e));
+		return -e;
+	}
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	int e = errno;
+	close(fd);
+	if (n < 0) {
+		osb_error_set(err, 0, "", "API key file %s: %s", path,
+			      strerror(e));
+		return -e;
+	}
+	buf[n] = '\0';
+	char *start = buf;
+	while (isspace((unsigned char)*start))
+		start++;
+	char *end = start;
+	while (*end && *end != '\n' && *end != '\r')
+		end++;
+	while (end > start && isspace((unsigned char)end[-1]))
+		end--;
+	*end = '\0';
+	if (!*start) {
+		osb_error_set(err, 0, "", "API key file %s is empty", path);
+		return -EINVAL;
+	}
+	char *key = strdup(start);
+	explicit_bzero(buf, sizeof(buf));
+	if (!key)
+		return -ENOMEM;
+	*ret_key = key;
+	return 0;
+}
+
+int osb_client_new(const struct osb_config *cfg, struct osb_client **ret,
+		   struct osb_error *err)
+{
+	struct osb_config env = *cfg;
+	const char *domain, *scheme = cfg->protocol ? cfg->protocol : "http";
+
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK) {
+		osb_error_set(err, 0, "", "libcurl failed to start: %s",
+			      curl_easy_strerror(curl_init_rc));
+		return -EIO;
+	}
+	osb_config_from_env(&env);
+	domain = env.domain ? env.domain : "localhost:8080";
+	if (strncmp(domain, "https://", 8) == 0) {
+		scheme = "https";
+		domain += 8;
+	} else if (strncmp(domain, "http://", 7) == 0) {
+		scheme = "http";
+		domain += 7;
+	}
+	if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
+		osb_error_set(err, 0, "",
+			      "protocol must be http or https, not \"%s\"",
+			      scheme);
+		return -EINVAL;
+	}
+	if (!*domain) {
+		osb_error_set(err, 0, "", "the server domain is empty");
+		return -EINVAL;
+	}
+
+	struct osb_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->pool_lock, NULL);
+	c->scheme = strdup(scheme);
+	size_t dlen = strlen(domain);
+	while (dlen && domain[dlen - 1] == '/')
+		dlen--;
+	c->domain = strndup(domain, dlen);
+	struct buf base = { 0 };
+	buf_printf(&base, "%s://%s", scheme, c->domain ? c->domain : "");
+	c->base_url = buf_steal(&base);
+	c->api_key = xstrdup_or_null(env.api_key);
+	c->ca_file = xstrdup_or_null(cfg->ca_file);
+	c->insecure = cfg->insecure;
+	c->request_timeout_ms =
+		cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 30000;
+	c->connect_timeout_ms =
+		cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000;
+	c->max_retries = cfg->max_retries < 0	? 0 :
+			 cfg->max_retries == 0 ? 5 :
+						 cfg->max_retries;
+	c->retry_base_ms = cfg->retry_base_ms > 0 ? cfg->retry_base_ms : 100;
+	c->retry_max_ms = cfg->retry_max_ms > 0 ? cfg->retry_max_ms : 5000;
+	c->use_server_proxy = cfg->use_server_proxy;
+	c->execd_token = xstrdup_or_null(cfg->execd_token);
+	c->proxy = xstrdup_or_null(cfg->proxy);
+	for (size_t i = 0; i < cfg->n_headers; i++)
+		osb_kvlist_add(&c->headers, cfg->headers[i].name,
+			       cfg->headers[i].value);
+	if (!c->scheme || !c->domain || !c->base_url ||
+	    (env.api_key && !c->api_key) || c->headers.n != cfg->n_headers) {
+		osb_client_free(c);
+		return -ENOMEM;
+	}
+	*ret = c;
+	return 0;
+}
+
+void osb_client_free(struct osb_client *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->npool; i++)
+		curl_easy_cleanup(c->pool[i]);
+	pthread_mutex_destroy(&c->pool_lock);
+	free(c->base_url);
+	free(c->scheme);
+	free(c->domain);
+	if (c->api_key) {
+		explicit_bzero(c->api_key, strlen(c->api_key));
+		free(c->api_key);
+	}
+	free(c->ca_file);
+	free(c->execd_token);
+	free(c->proxy);
+	osb_kvlist_release(&c->headers);
+	free(c);
+}
+
+const char *osb_client_base_url(const struct osb_client *c)
+{
+	return c->base_url;
+}
+
+void osb_client_stats(struct osb_client *c, struct osb_client_stats *ret)
+{
+	ret->requests = atomic_load(&c->n_requests);
+	ret->retries = atomic_load(&c->n_retries);
+	ret->failures = atomic_load(&c->n_failures);
+	ret->bytes_up = atomic_load(&c->n_bytes_up);
+	ret->bytes_down = atomic_load(&c->n_bytes_down);
+}
+
+/* ---- sandbox handles ---- */
+
+int osb_sandbox_open(struct osb_client *c, const char *id,
+		     struct osb_sandbox **ret, struct osb_error *err)
+{
+	struct osb_sandbox *sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		return -ENOMEM;
+	sb->c = c;
+	sb->id = strdup(id);
+	pthread_mutex_init(&sb->lock, NULL);
+	if (!sb->id) {
+		osb_sandbox_close(sb);
+		return -ENOMEM;
+	}
+	int rc = osb_endpoint_get(c, id, OSB_EXECD_PORT, &sb->execd, err);
+	if (rc) {
+		osb_sandbox_close(sb);
+		return rc;
+	}
+	*ret = sb;
+	return 0;
+}
+
+void osb_sandbox_close(struct osb_sandbox *sb)
+{
+	if (!sb)
+		return;
+	osb_endpoint_release(&sb->execd);
+	osb_endpoint_release(&sb->egress);
+	pthread_mutex_destroy(&sb->lock);
+	free(sb->id);
+	free(sb);
+}
+
+const char *osb_sandbox_id(const struct osb_sandbox *sb)
+{
+	return sb->id;
+}
+
+const char *osb_sandbox_execd_url(const struct osb_sandbox *sb)
+{
+	return sb->execd.url;
+}
+
+int osb_sandbox_refresh(struct osb_sandbox *sb, struct osb_error *err)
+{
+	struct osb_endpoint ep;
+	int rc = osb_endpoint_get(sb->c, sb->id, OSB_EXECD_PORT, &ep, err);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&sb->lock);
+	/* the URL string handed out by osb_sandbox_execd_url() stays valid
+	 * when it did not change */
+	if (sb->execd.url && strcmp(sb->execd.url, ep.url) == 0) {
+		osb_kvlist_release(&sb->execd.headers);
+		sb->execd.headers = ep.headers;
+		free(ep.url);
+	} else {
+		osb_endpoint_release(&sb->execd);
+		sb->execd = ep;
+	}
+	if (sb->have_egress) {
+		osb_endpoint_release(&sb->egress);
+		sb->have_egress = false;
+	}
+	pthread_mutex_unlock(&sb->lock);
+	return 0;
+}
+
+static int target_copy(struct osb_sandbox *sb, const struct osb_endpoint *ep,
+		       bool execd, struct target *ret)
+{
+	int rc = 0;
+	memset(ret, 0, sizeof(*ret));
+	ret->base = strdup(ep->url);
+	for (size_t i = 0; !rc && i < ep->headers.n; i++)
+		rc = osb_kvlist_add(&ret->headers, ep->headers.items[i].key,
+				    ep->headers.items[i].value);
+	if (!rc && execd && sb->c->execd_token &&
+	    !osb_kvlist_get(&ep->headers, "X-EXECD-ACCESS-TOKEN"))
+		rc = osb_kvlist_add(&ret->headers, "X-EXECD-ACCESS-TOKEN",
+				    sb->c->execd_token);
+	if (rc || !ret->base) {
+		target_release(ret);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int sandbox_execd_target(struct osb_sandbox *sb, struct target *ret,
+			 struct osb_error *err)
+{
+	(void)err;
+	pthread_mutex_lock(&sb->lock);
+	int rc = target_copy(sb, &sb->execd, true, ret);
+	pthread_mutex_unlock(&sb->lock);
+	return rc;
+}
+
+int sandbox_egress_target(struct osb_sandbox *sb, struct target *ret,
+			  struct osb_error *err)
+{
+	pthread_mutex_lock(&sb->lock);
+	bool have = sb->have_egress;
+	pthread_mutex_unlock(&sb->lock);
+	if (!have) {
+		struct osb_endpoint ep;
+		int rc = osb_endpoint_get(sb->c, sb->id, OSB_EGRESS_PORT, &ep,
+					  err);
+		if (rc)
+			return rc;
+		pthread_mutex_lock(&sb->lock);
+		if (sb->have_egress) {
+			osb_endpoint_release(&ep);
+		} else {
+			sb->egress = ep;
+			sb->have_egress = true;
+		}
+		pthread_mutex_unlock(&sb->lock);
+	}
+	pthread_mutex_lock(&sb->lock);
+	int rc = target_copy(sb, &sb->egress, false, ret);
+	pthread_mutex_unlock(&sb->lock);
+	return rc;
+}
+
+void target_release(struct target *t)
+{
+	free(t->base);
+	t->base = NULL;
+	osb_kvlist_release(&t->headers);
+}
+
+int execd_call(struct osb_sandbox *sb, struct http_request *rq,
+	       struct http_response *rs, struct osb_error *err)
+{
+	struct target t;
+	int rc = sandbox_execd_target(sb, &t, err);
+	if (rc)
+		return rc;
+	rq->base = t.base;
+	rq->headers = &t.headers;
+	rc = http_call(sb->c, rq, rs, err);
+	rq->base = NULL;
+	rq->headers = NULL;
+	target_release(&t);
+	return rc;
+}
+
+int egress_call(struct osb_sandbox *sb, struct http_request *rq,
+		struct http_response *rs, struct osb_error *err)
+{
+	struct target t;
+	int rc = sandbox_egress_target(sb, &t, err);
+	if (rc)
+		return rc;
+	rq->base = t.base;
+	rq->headers = &t.headers;
+	rc = http_call(sb->c, rq, rs, err);
+	rq->base = NULL;
+	rq->headers = NULL;
+	target_release(&t);
+	return rc;
+}
+
+int osb_ping(struct osb_sandbox *sb, struct osb_error *err)
+{
+	struct http_response rs = { 0 };
+	struct http_request rq = { .method = "GET", .path = "/ping",
+				   .retry = HTTP_RETRY_IDEMPOTENT,
+				   .no_retry = true };
+	int rc = execd_call(sb, &rq, &rs, err);
+	http_response_release(&rs);
+	return rc;
+}
+
+int osb_wait_ready(struct osb_sandbox *sb, long timeout_ms,
+		   struct osb_error *err)
+{
+	long long deadline = now_ms() + timeout_ms;
+	for (;;) {
+		int rc = osb_ping(sb, err);
+		if (!rc || rc == -EACCES || now_ms() >= deadline)
+			return rc == -ECONNREFUSED ? -ETIMEDOUT : rc;
+		sleep_ms(200);
+	}
+}

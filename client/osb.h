@@ -1,0 +1,594 @@
+/*
+ * osb.h - libosb: a C client for OpenSandbox's three HTTP APIs.
+ *
+ *   lifecycle  the sandbox server (/v1/sandboxes...): create, list, get,
+ *              pause, resume, renew, delete, endpoints.
+ *   execd      the daemon inside each sandbox: files, directories,
+ *              commands, bash sessions, code contexts.
+ *   egress     the network policy sidecar of a sandbox (/policy).
+ *
+ * Conventions
+ *   Every call returns 0 or a negative errno and, when @err is not NULL,
+ *   fills it with what went wrong: the HTTP status, the server's error code,
+ *   and a message naming the method, the URL's path and the server's text.
+ *   The API key never appears in a message. Output parameters are named
+ *   ret_* and are written only on success. Strings handed in are copied;
+ *   what comes back is owned by the caller and released with the matching
+ *   *_release() or free() as each call says. Nothing here logs or exits.
+ *
+ * Threads
+ *   One struct osb_client and any struct osb_sandbox made from it may be used
+ *   by any number of threads at once. Connections are kept alive and reused
+ *   through a pool of libcurl handles; no handle is used by two threads.
+ *
+ * Retries
+ *   Idempotent calls (every GET, uploads of whole files, removals, mkdir,
+ *   chmod, renew, endpoint lookups) are retried on transient failures:
+ *   connection refused or reset, timeouts, 502/503/504, with capped
+ *   exponential backoff and jitter, up to the configured budget. Other
+ *   calls (create, move, commands, pause/resume, code runs) are retried only
+ *   when the request is known not to have reached the server (connection
+ *   refused, name resolution); move and pause/resume also check the
+ *   outcome when an answer was lost, so a retry never duplicates an effect.
+ *
+ * Wire quirks handled here, once (see WIRE.md §7 of the OpenSandbox notes)
+ *   - A ranged download at or past the end of a file (or of an empty file)
+ *     answers 416: reported as end of file, 0 bytes.
+ *   - Errors other than "not found" arrive as 500 RUNTIME_ERROR with Go's
+ *     error text: mapped to ENOTDIR, EISDIR, EEXIST, EACCES, EXDEV, ENOSPC,
+ *     EROFS, ENOTEMPTY, ENAMETOOLONG... by the text (errors.c, one table).
+ *   - execd expands $NAME in every file path, with no escape: the file calls
+ *     refuse a path holding '$' with -EINVAL; osb_path_is_safe() tells the
+ *     caller beforehand, so it can take another route (a command).
+ *   - Command output streams are raw "JSON\n\n" events, not SSE: parsed
+ *     here, with the "error instead of execution_complete" rule turned into
+ *     an exit code.
+ *   - Background command log cursors are byte offsets.
+ *   - FileInfo's mode is octal digits read as a decimal number (644): turned
+ *     into real mode bits both ways.
+ */
+#ifndef OSB_H
+#define OSB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Errors */
+
+struct osb_error {
+	int status;         /* HTTP status, 0 when no answer came */
+	char code[64];      /* the server's error code, "" if none */
+	char message[1024]; /* one line for people: what, where, why */
+};
+
+/* Clears @err (NULL-safe). */
+void osb_error_clear(struct osb_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Client and configuration */
+
+struct osb_header {
+	const char *name;
+	const char *value;
+};
+
+struct osb_config {
+	/* host[:port][/prefix]; "http://" or "https://" in front also picks
+	 * the protocol. NULL = environment, else "localhost:8080". */
+	const char *domain;
+	const char *protocol;   /* "http" or "https"; NULL = http */
+	const char *api_key;    /* NULL = none */
+	const char *ca_file;    /* PEM bundle to trust for https */
+	bool insecure;          /* accept any TLS certificate */
+	long request_timeout_ms;/* per request; 0 = 30 s (the seed's default) */
+	long connect_timeout_ms;/* 0 = 10 s */
+	int max_retries;        /* transient failures retried; <0 = 0, 0 = 5 */
+	long retry_base_ms;     /* first backoff; 0 = 100 ms */
+	long retry_max_ms;      /* backoff cap; 0 = 5 s */
+	bool use_server_proxy;  /* reach execd through the lifecycle server */
+	const char *execd_token;/* X-EXECD-ACCESS-TOKEN, if the user has one */
+	const char *proxy;      /* HTTP proxy URL for every request, or NULL */
+	const struct osb_header *headers; /* extra headers on every request */
+	size_t n_headers;
+};
+
+/*
+ * osb_config_from_env() - fill the fields of @cfg still NULL from the
+ * environment: the domain from OPEN_SANDBOX_DOMAIN or OPENSANDBOX_DOMAIN,
+ * the key from OPEN_SANDBOX_API_KEY or OPENSANDBOX_API_KEY (the official
+ * SDKs' names, then the seed adapter's). The pointers refer to the
+ * environment; copy them if the environment may change.
+ */
+void osb_config_from_env(struct osb_config *cfg);
+
+/*
+ * osb_read_key_file() - the API key stored in @path: its first line, with
+ * surrounding white space removed. *ret_key is malloc'd. Returns 0,
+ * -ENOENT, -EACCES, -EINVAL (empty) or -ENOMEM.
+ */
+int osb_read_key_file(const char *path, char **ret_key, struct osb_error *err);
+
+struct osb_client;
+
+/*
+ * osb_client_new() - a client for the server @cfg describes. Copies
+ * everything it needs from @cfg. Does not connect. Free with
+ * osb_client_free().
+ */
+int osb_client_new(const struct osb_config *cfg, struct osb_client **ret,
+		   struct osb_error *err);
+void osb_client_free(struct osb_client *c);
+
+/* "http://localhost:8080": the base URL of the lifecycle API (no key). */
+const char *osb_client_base_url(const struct osb_client *c);
+
+/* Counters since the client was made, for tests and `info`. */
+struct osb_client_stats {
+	uint64_t requests;    /* HTTP requests sent, retries included */
+	uint64_t retries;     /* of which retries */
+	uint64_t failures;    /* calls that returned an error */
+	uint64_t bytes_up;
+	uint64_t bytes_down;
+};
+void osb_client_stats(struct osb_client *c, struct osb_client_stats *ret);
+
+/*
+ * Cancellation: a caller may set *@flag (from any thread) to make the
+ * requests of the current thread stop at their next progress point with
+ * -ECANCELED. NULL detaches. Per thread.
+ */
+void osb_cancel_flag_set(volatile int *flag);
+
+/* ------------------------------------------------------------------ */
+/* Key/value lists (env, metadata, headers) */
+
+struct osb_kv {
+	char *key;
+	char *value;
+};
+
+struct osb_kvlist {
+	struct osb_kv *items;
+	size_t n;
+};
+
+/* Appends a copy of key=value. 0 or -ENOMEM. */
+int osb_kvlist_add(struct osb_kvlist *l, const char *key, const char *value);
+/* Parses "KEY=VALUE" and appends it. -EINVAL if there is no '='. */
+int osb_kvlist_add_pair(struct osb_kvlist *l, const char *pair);
+const char *osb_kvlist_get(const struct osb_kvlist *l, const char *key);
+void osb_kvlist_release(struct osb_kvlist *l);
+
+/* ------------------------------------------------------------------ */
+/* Lifecycle */
+
+struct osb_sandbox_info {
+	char *id;
+	char *state;     /* Pending, Running, Paused, Failed, Terminated... */
+	char *reason;    /* may be NULL */
+	char *message;   /* may be NULL */
+	char *image;     /* may be NULL */
+	struct osb_kvlist metadata;
+	char **entrypoint; /* NULL-terminated, may be NULL */
+	time_t created_at;
+	time_t expires_at; /* 0 = never expires */
+};
+void osb_sandbox_info_release(struct osb_sandbox_info *info);
+
+struct osb_create_params {
+	const char *image;              /* required */
+	const char *const *entrypoint;  /* NULL-terminated; NULL = tail -f /dev/null */
+	long timeout_s;                 /* TTL; <= 0 = never expires */
+	const struct osb_kvlist *env;
+	const struct osb_kvlist *metadata;
+	const char *network_policy_json;/* NetworkPolicy object as JSON, or NULL */
+	const char *cpu;                /* resource limits, e.g. "500m"; NULL = none */
+	const char *memory;             /* e.g. "512Mi" */
+};
+
+/* Creates a sandbox (not idempotent: never retried after it may have
+ * reached the server). *ret holds its state as the server answered
+ * (Running on Docker, maybe Pending on Kubernetes). */
+int osb_sandbox_create(struct osb_client *c, const struct osb_create_params *p,
+		       struct osb_sandbox_info *ret, struct osb_error *err);
+int osb_sandbox_get(struct osb_client *c, const char *id,
+		    struct osb_sandbox_info *ret, struct osb_error *err);
+
+struct osb_list_params {
+	const char *const *states;      /* NULL-terminated or NULL */
+	const struct osb_kvlist *metadata; /* all must match */
+	int page;                       /* 0 = 1 */
+	int page_size;                  /* 0 = 20; max 200 */
+};
+
+struct osb_sandbox_list {
+	struct osb_sandbox_info *items;
+	size_t n;
+	int page, page_size, total_pages;
+	long total_items;
+	bool has_next;
+};
+int osb_sandbox_list(struct osb_client *c, const struct osb_list_params *p,
+		     struct osb_sandbox_list *ret, struct osb_error *err);
+void osb_sandbox_list_release(struct osb_sandbox_list *l);
+
+int osb_sandbox_delete(struct osb_client *c, const char *id,
+		       struct osb_error *err);
+/* pause/resume: -EBUSY (409) when the sandbox is not in the state the call
+ * needs; after a lost answer, a 409 saying the work is done counts as 0. */
+int osb_sandbox_pause(struct osb_client *c, const char *id,
+		      struct osb_error *err);
+int osb_sandbox_resume(struct osb_client *c, const char *id,
+		       struct osb_error *err);
+/* Sets the expiry to @expires_at (Unix time). *ret_expires_at (may be
+ * NULL) gets what the server stored. -EBUSY for a sandbox without TTL. */
+int osb_sandbox_renew(struct osb_client *c, const char *id, time_t expires_at,
+		      time_t *ret_expires_at, struct osb_error *err);
+
+/*
+ * osb_sandbox_wait_running() - poll until @id is Running (then 0), or
+ * until @timeout_ms passes (-ETIMEDOUT, the last state in the message),
+ * or it is Failed/Terminated/gone (-EIO/-ENOENT). Writes *ret (may be
+ * NULL) with the last answer on success.
+ */
+int osb_sandbox_wait_running(struct osb_client *c, const char *id,
+			     long timeout_ms, struct osb_sandbox_info *ret,
+			     struct osb_error *err);
+
+struct osb_endpoint {
+	char *url;               /* scheme://endpoint, no trailing '/' */
+	struct osb_kvlist headers;
+};
+void osb_endpoint_release(struct osb_endpoint *ep);
+int osb_endpoint_get(struct osb_client *c, const char *id, int port,
+		     struct osb_endpoint *ret, struct osb_error *err);
+
+#define OSB_EXECD_PORT 44772
+#define OSB_EGRESS_PORT 18080
+
+/* ------------------------------------------------------------------ */
+/* A sandbox's execd and egress */
+
+struct osb_sandbox;
+
+/*
+ * osb_sandbox_open() - a handle on sandbox @id for execd and egress calls.
+ * Looks up the execd endpoint now (so an unknown id fails here with
+ * -ENOENT); the egress endpoint is looked up on first use. The handle
+ * keeps a reference to @c: free it before the client.
+ */
+int osb_sandbox_open(struct osb_client *c, const char *id,
+		     struct osb_sandbox **ret, struct osb_error *err);
+void osb_sandbox_close(struct osb_sandbox *sb);
+const char *osb_sandbox_id(const struct osb_sandbox *sb);
+/* The execd base URL in use (for `info`; carries no secret). */
+const char *osb_sandbox_execd_url(const struct osb_sandbox *sb);
+/* Looks the endpoints up again (after a restart of the sandbox). */
+int osb_sandbox_refresh(struct osb_sandbox *sb, struct osb_error *err);
+/* GET /ping: 0 when execd answers. */
+int osb_ping(struct osb_sandbox *sb, struct osb_error *err);
+/* Polls /ping until it answers or @timeout_ms passes (-ETIMEDOUT). */
+int osb_wait_ready(struct osb_sandbox *sb, long timeout_ms,
+		   struct osb_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Files */
+
+enum osb_ftype {
+	OSB_FILE = 1,
+	OSB_DIR,
+	OSB_SYMLINK,
+	OSB_OTHER,
+};
+
+struct osb_stat {
+	char *path;             /* absolute, as the server returned it */
+	enum osb_ftype type;
+	int64_t size;           /* symlink: the length of its target */
+	mode_t mode;            /* permission bits only (0644) */
+	struct timespec mtime;
+	struct timespec ctime;  /* execd's created_at is the ctime */
+	char owner[64];
+	char group[64];
+};
+void osb_stat_release(struct osb_stat *st);
+void osb_stat_array_free(struct osb_stat *sts, size_t n);
+
+/*
+ * true when @path can be given to the file calls: absolute, free of '$'
+ * (execd would expand it), of NUL, and valid UTF-8. Other paths must be
+ * reached with commands (see osb_shell_quote()).
+ */
+bool osb_path_is_safe(const char *path);
+/* true when @s is valid UTF-8 (a name that can cross the JSON APIs). */
+bool osb_utf8_valid(const char *s, size_t len);
+
+/* lstat of one path (symlinks are not followed). -ENOENT if missing. */
+int osb_file_stat(struct osb_sandbox *sb, const char *path,
+		  struct osb_stat *ret, struct osb_error *err);
+
+/*
+ * osb_dir_list() - the entries of directory @path, @depth levels deep
+ * (1 = children only), sorted by name within each directory, depth-first.
+ * *ret_entries is an array of *ret_n (free with osb_stat_array_free()).
+ * -ENOENT, -ENOTDIR (a file, or a symlink: execd refuses those).
+ */
+int osb_dir_list(struct osb_sandbox *sb, const char *path, int depth,
+		 struct osb_stat **ret_entries, size_t *ret_n,
+		 struct osb_error *err);
+
+/* Data sink for downloads: return 0 to go on, a negative errno to stop. */
+typedef int (*osb_sink_fn)(void *arg, const void *data, size_t len);
+
+/*
+ * osb_file_download() - bytes [@offset, @offset + @length) of @path (a
+ * symlink is followed), streamed to @sink as they arrive; @length < 0 means
+ * to the end. An offset at or past the end gives 0 bytes (not an error).
+ * A broken connection is resumed from the last byte received, so @sink
+ * never sees a byte twice. *ret_size (may be NULL) gets the file's total
+ * size when the server said it. Memory use does not depend on the size.
+ */
+int osb_file_download(struct osb_sandbox *sb, const char *path,
+		      int64_t offset, int64_t length, osb_sink_fn sink,
+		      void *arg, int64_t *ret_size, struct osb_error *err);
+/* The same into @fd at its current position (write(2)); *ret_bytes gets
+ * the count written. */
+int osb_file_download_fd(struct osb_sandbox *sb, const char *path,
+			 int64_t offset, int64_t length, int fd,
+			 int64_t *ret_bytes, struct osb_error *err);
+
+/* One file of an upload: the bytes come from @data or from @fd (read with
+ * pread from @fd_offset, @size bytes). */
+struct osb_upload {
+	const char *path;       /* where it goes in the sandbox */
+	const void *data;       /* or NULL to read from fd */
+	int fd;
+	int64_t fd_offset;
+	int64_t size;
+	mode_t mode;            /* 0 = a new file gets execd's default */
+	const char *owner;      /* NULL = execd's user (root) */
+	const char *group;
+};
+
+/*
+ * osb_file_upload() - writes whole files (creating parents; truncating
+ * in place) in one multipart request, streamed: memory use does not
+ * depend on the sizes. Retried (it is idempotent). Parent directories are
+ * created by execd.
+ */
+int osb_file_upload(struct osb_sandbox *sb, const struct osb_upload *files,
+		    size_t n, struct osb_error *err);
+
+/* mkdir -p @path, with @mode (0 = default) on the leaf. No EEXIST. */
+int osb_dir_make(struct osb_sandbox *sb, const char *path, mode_t mode,
+		 const char *owner, const char *group, struct osb_error *err);
+/* Removes files (not directories: -EISDIR). Missing files are no error. */
+int osb_files_remove(struct osb_sandbox *sb, const char *const *paths,
+		     size_t n, struct osb_error *err);
+/* rm -rf of each path (directories, files, symlinks unfollowed).
+ * Missing paths are no error. Never give it "/". */
+int osb_dirs_remove(struct osb_sandbox *sb, const char *const *paths,
+		    size_t n, struct osb_error *err);
+
+struct osb_move {
+	const char *src;
+	const char *dest;
+};
+/* rename(2) each pair in order; -EEXIST if a dest exists, -ENOENT if a src
+ * is missing. execd creates missing parents of dest. */
+int osb_file_move(struct osb_sandbox *sb, const struct osb_move *moves,
+		  size_t n, struct osb_error *err);
+
+/* chmod @mode (0 = unchanged) and chown to @owner/@group (names; NULL =
+ * execd's user: pass the current owner to keep it). Follows symlinks. */
+int osb_file_chmod(struct osb_sandbox *sb, const char *path, mode_t mode,
+		   const char *owner, const char *group,
+		   struct osb_error *err);
+
+/* Files under @dir whose base name matches the glob @pattern ("**" for
+ * all), recursively. */
+int osb_file_search(struct osb_sandbox *sb, const char *dir,
+		    const char *pattern, struct osb_stat **ret_entries,
+		    size_t *ret_n, struct osb_error *err);
+
+/* Replaces every @old with @new in the file @path; *ret_count (may be
+ * NULL) gets the count replaced. */
+int osb_file_replace(struct osb_sandbox *sb, const char *path,
+		     const char *old, const char *new_text, long *ret_count,
+		     struct osb_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Streams of events (commands, sessions, code) */
+
+enum osb_event_type {
+	OSB_EV_INIT = 1,
+	OSB_EV_STDOUT,
+	OSB_EV_STDERR,
+	OSB_EV_RESULT,
+	OSB_EV_ERROR,
+	OSB_EV_COMPLETE,
+	OSB_EV_STATUS,
+	OSB_EV_EXECUTION_COUNT,
+	OSB_EV_PING,
+	OSB_EV_OTHER,
+};
+
+struct osb_event {
+	enum osb_event_type type;
+	const char *type_name;  /* as on the wire */
+	const char *text;       /* init: the id; stdout/stderr: one line
+				   without its terminator ("\n" for an empty
+				   line); status: the status */
+	long execution_count;
+	long execution_time_ms;
+	const char *results_json; /* result: the MIME bundle as JSON */
+	const char *result_text;  /* result: its "text" member, or NULL */
+	const char *ename;        /* error */
+	const char *evalue;
+	const char *const *traceback; /* NULL-terminated, may be NULL */
+};
+
+/* Called for each event; the event lives only during the call. Return 0
+ * to go on, a negative errno to stop the stream. */
+typedef int (*osb_event_fn)(void *arg, const struct osb_event *ev);
+
+/* ------------------------------------------------------------------ */
+/* Commands */
+
+struct osb_command_opts {
+	const char *cwd;        /* NULL = execd's working directory */
+	long timeout_ms;        /* 0 = none */
+	int uid, gid;           /* -1 = execd's; gid needs uid */
+	const struct osb_kvlist *envs;
+};
+/* Sets the defaults: no cwd, no timeout, uid/gid -1, no envs. */
+void osb_command_opts_init(struct osb_command_opts *o);
+
+#define OSB_ID_MAX 96
+
+/*
+ * osb_command_run() - runs @cmd with bash -c in the foreground; every
+ * event goes to @fn (may be NULL) as it arrives. Returns when the command
+ * ended, with *ret_exit_code (may be NULL) = its exit status, or -1 when a
+ * signal ended it; ret_id (may be NULL, OSB_ID_MAX bytes) gets the
+ * command's id. Not retried once sent.
+ */
+int osb_command_run(struct osb_sandbox *sb, const char *cmd,
+		    const struct osb_command_opts *o, osb_event_fn fn,
+		    void *arg, int *ret_exit_code, char *ret_id,
+		    struct osb_error *err);
+
+/*
+ * osb_command_capture() - osb_command_run() collecting stdout and stderr
+ * (lines joined with '\n', up to @max bytes each; more is an -EFBIG
+ * error). *ret_out / *ret_errout (may be NULL) are malloc'd.
+ */
+int osb_command_capture(struct osb_sandbox *sb, const char *cmd,
+			const struct osb_command_opts *o, size_t max,
+			char **ret_out, char **ret_errout, int *ret_exit_code,
+			struct osb_error *err);
+
+/* Starts @cmd in the background; ret_id (OSB_ID_MAX bytes) gets its id. */
+int osb_command_start(struct osb_sandbox *sb, const char *cmd,
+		      const struct osb_command_opts *o, char *ret_id,
+		      struct osb_error *err);
+
+struct osb_command_status {
+	char *id;
+	char *content;          /* the command */
+	bool running;
+	bool exited;            /* exit_code valid */
+	int exit_code;          /* -1 for a signal */
+	char *error;            /* "exit status 3", or NULL */
+	struct timespec started_at;
+	struct timespec finished_at; /* zero while running */
+};
+void osb_command_status_release(struct osb_command_status *st);
+int osb_command_status(struct osb_sandbox *sb, const char *id,
+		       struct osb_command_status *ret, struct osb_error *err);
+
+/* Combined output of a background command from byte @cursor on, to @sink;
+ * *ret_next (may be NULL) = the cursor for the next call. */
+int osb_command_logs(struct osb_sandbox *sb, const char *id, int64_t cursor,
+		     osb_sink_fn sink, void *arg, int64_t *ret_next,
+		     struct osb_error *err);
+
+/* SIGTERM then SIGKILL to a running command's process group. -ESRCH if
+ * it is not running, -ENOENT if unknown. */
+int osb_command_interrupt(struct osb_sandbox *sb, const char *id,
+			  struct osb_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Bash sessions */
+
+int osb_session_create(struct osb_sandbox *sb, const char *cwd,
+		       char *ret_id, struct osb_error *err);
+/* Runs @cmd in session @id (stdout and stderr come merged as stdout
+ * events). *ret_exit_code as osb_command_run(). */
+int osb_session_run(struct osb_sandbox *sb, const char *id, const char *cmd,
+		    const char *cwd, long timeout_ms, osb_event_fn fn,
+		    void *arg, int *ret_exit_code, struct osb_error *err);
+int osb_session_delete(struct osb_sandbox *sb, const char *id,
+		       struct osb_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Code contexts */
+
+struct osb_code_context {
+	char *id;
+	char *language;
+	char *cwd;              /* may be NULL */
+};
+void osb_code_context_release(struct osb_code_context *ctx);
+void osb_code_context_array_free(struct osb_code_context *a, size_t n);
+
+int osb_code_context_create(struct osb_sandbox *sb, const char *language,
+			    const char *cwd, struct osb_code_context *ret,
+			    struct osb_error *err);
+/* @language NULL = all. */
+int osb_code_context_list(struct osb_sandbox *sb, const char *language,
+			  struct osb_code_context **ret, size_t *ret_n,
+			  struct osb_error *err);
+int osb_code_context_delete(struct osb_sandbox *sb, const char *id,
+			    struct osb_error *err);
+/*
+ * osb_code_run() - runs @code in context @context_id (NULL = the
+ * language's default context). Events (stdout, stderr, result, error,
+ * execution_count...) go to @fn. *ret_failed (may be NULL) is true when
+ * the code raised an error.
+ */
+int osb_code_run(struct osb_sandbox *sb, const char *context_id,
+		 const char *language, const char *code, osb_event_fn fn,
+		 void *arg, bool *ret_failed, struct osb_error *err);
+/* Interrupts what runs in a context. */
+int osb_code_interrupt(struct osb_sandbox *sb, const char *context_id,
+		       struct osb_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Egress policy */
+
+/* The policy as the sidecar reports it (JSON, malloc'd). -ENOENT when
+ * the sandbox has no egress sidecar (created without a network policy). */
+int osb_egress_get(struct osb_sandbox *sb, char **ret_json,
+		   struct osb_error *err);
+/* Merges @rules_json (a JSON array of {"action","target"}) into the
+ * policy: these rules first, then the old ones for other targets. */
+int osb_egress_patch(struct osb_sandbox *sb, const char *rules_json,
+		     struct osb_error *err);
+/* Merges one rule: @action "allow" or "deny" for @target (a host name,
+ * "*.domain", an IP or a CIDR). */
+int osb_egress_rule(struct osb_sandbox *sb, const char *action,
+		    const char *target, struct osb_error *err);
+/* Removes the rules for @targets. */
+int osb_egress_delete(struct osb_sandbox *sb, const char *const *targets,
+		      size_t n, struct osb_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Helpers */
+
+/* The errno an API answer means: HTTP @status, the API's error @code,
+ * its @message (Go or coreutils error text is matched: "no such file or
+ * directory", "file exists", ...). 0 for a 2xx status. */
+int osb_errno_from_http(int status, const char *code, const char *message);
+
+/* @s quoted for bash as one word ('...' with '\'' for quotes). malloc'd,
+ * NULL on ENOMEM. */
+char *osb_shell_quote(const char *s);
+
+/* Unix time to/from the RFC 3339 forms the servers use. */
+int osb_time_parse(const char *s, struct timespec *ret);
+void osb_time_format(time_t t, char *buf, size_t size); /* ...Z */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OSB_H */

@@ -1,0 +1,689 @@
+/*
+ * cache.c - file content on local disk and the journal of dirty files
+ * (see cache.h).
+ *
+ * Layout of CACHE_DIR/<sandbox id>/:
+ *   lock          flock'ed by the running mount (one mount per cache)
+ *   files/<id>    content, sparse; <id> is 16 hex digits
+ *   dirty/<id>    the record of a file with changes not yet uploaded
+ *
+ * A record is written (temp + rename) when a file turns dirty or moves,
+ * and removed once the sandbox has the data. It is not fsync'ed there:
+ * the writeback thread calls syncfs() on the cache after new records, so
+ * a burst of thousands of small files costs one flush, not thousands.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "log.h"
+#include "node.h"
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[4096];
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static void id_name(uint64_t id, char out[17])
+{
+	snprintf(out, 17, "%016llx", (unsigned long long)id);
+}
+
+static uint64_t new_id(void)
+{
+	uint64_t id = 0;
+	while (!id) {
+		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+			id = (uint64_t)mono_ms() * 2654435761u;
+	}
+	return id;
+}
+
+static bool is_id_name(const char *s)
+{
+	return strlen(s) == 16 && strspn(s, "0123456789abcdef") == 16;
+}
+
+/* Removes content files that no dirty record names: clean leftovers. */
+static void sweep_clean(struct cache *c)
+{
+	DIR *d = fdopendir(dup(c->files_fd));
+	struct dirent *de;
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		struct stat st;
+		if (de->d_name[0] == '.')
+			continue;
+		if (fstatat(c->dirty_fd, de->d_name, &st, 0) == 0)
+			continue;
+		unlinkat(c->files_fd, de->d_name, 0);
+	}
+	closedir(d);
+}
+
+int cache_init(struct cache *c, const char *cache_dir,
+	       const char *sandbox_id, int64_t max_size, char *msg,
+	       size_t msg_size)
+{
+	char path[4096];
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	c->files_fd = c->dirty_fd = -1;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->changed, NULL);
+	c->max_size = max_size;
+	snprintf(path, sizeof(path), "%s/%s", cache_dir, sandbox_id);
+	c->dir = strdup(path);
+	if (!c->dir)
+		return -ENOMEM;
+	rc = mkdir_p(c->dir, 0700);
+	if (rc) {
+		snprintf(msg, msg_size, "cache dir %s: %s", c->dir,
+			 strerror(-rc));
+		return rc;
+	}
+	snprintf(path, sizeof(path), "%s/lock", c->dir);
+	int lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
+		rc = -errno;
+		snprintf(msg, msg_size,
+			 "cache dir %s is in use by another osbfs mount of "
+			 "this sandbox (%s)",
+			 c->dir, strerror(-rc));
+		if (lockfd >= 0)
+			close(lockfd);
+		return rc == -EWOULDBLOCK ? -EBUSY : rc;
+	}
+	/* lockfd stays open (and locked) for the life of the process */
+	snprintf(path, sizeof(path), "%s/files", c->dir);
+	rc = mkdir_p(path, 0700);
+	c->files_fd = rc ? -1 : open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/dirty", c->dir);
+	if (!rc)
+		rc = mkdir_p(path, 0700);
+	c->dirty_fd = rc ? -1 : open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (c->files_fd < 0 || c->dirty_fd < 0) {
+		rc = rc ? rc : -errno;
+		snprintf(msg, msg_size, "cache dir %s: %s", c->dir,
+			 strerror(-rc));
+		return rc;
+	}
+	sweep_clean(c);
+	return 0;
+}
+
+void cache_release(struct cache *c)
+{
+	if (c->files_fd >= 0)
+		close(c->files_fd);
+	if (c->dirty_fd >= 0)
+		close(c->dirty_fd);
+	free(c->all);
+	free(c->dir);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->changed);
+}
+
+static struct cfile *cfile_new(struct cache *c, uint64_t id)
+{
+	struct cfile *cf = calloc(1, sizeof(*cf));
+	if (!cf)
+		return NULL;
+	if (c->nall == c->all_cap) {
+		size_t cap = c->all_cap ? c->all_cap * 2 : 256;
+		struct cfile **a = realloc(c->all, cap * sizeof(*a));
+		if (!a) {
+			free(cf);
+			return NULL;
+		}
+		c->all = a;
+		c->all_cap = cap;
+	}
+	c->all[c->nall++] = cf;
+	cf->id = id;
+	cf->fd = -1;
+	cf->refs = 1;
+	pthread_mutex_init(&cf->fetch_lock, NULL);
+	cf->last_used = mono_ms();
+	return cf;
+}
+
+static void dirty_list_append(struct cache *c, struct cfile *cf)
+{
+	cf->dnext = NULL;
+	cf->dprev = c->dirty_last;
+	if (c->dirty_last)
+		c->dirty_last->dnext = cf;
+	else
+		c->dirty_first = cf;
+	c->dirty_last = cf;
+	c->ndirty++;
+}
+
+static void dirty_list_remove(struct cache *c, struct cfile *cf)
+{
+	if (cf->dprev)
+		cf->dprev->dnext = cf->dnext;
+	else
+		c->dirty_first = cf->dnext;
+	if (cf->dnext)
+		cf->dnext->dprev = cf->dprev;
+	else
+		c->dirty_last = cf->dprev;
+	cf->dnext = cf->dprev = NULL;
+	c->ndirty--;
+}
+
+static void record_remove(struct cache *c, struct cfile *cf)
+{
+	char name[17];
+	id_name(cf->id, name);
+	unlinkat(c->dirty_fd, name, 0);
+	free(cf->record_path);
+	cf->record_path = NULL;
+}
+
+static void cfile_free(struct cache *c, struct cfile *cf)
+{
+	char name[17];
+
+	for (size_t i = 0; i < c->nall; i++) {
+		if (c->all[i] == cf) {
+			c->all[i] = c->all[--c->nall];
+			break;
+		}
+	}
+	if (cf->fd >= 0)
+		close(cf->fd);
+	c->total_bytes -= cf->cached_bytes;
+	if (!cf->dirty) {
+		id_name(cf->id, name);
+		unlinkat(c->files_fd, name, 0);
+	}
+	/* a dirty cfile that is freed keeps its record and data on disk:
+	 * the next mount uploads it (this happens only at exit) */
+	free(cf->record_path);
+	free(cf->ext);
+	pthread_mutex_destroy(&cf->fetch_lock);
+	free(cf);
+}
+
+void cache_ref(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->refs++;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_unref(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	if (--cf->refs == 0) {
+		if (cf->dirty)
+			dirty_list_remove(c, cf);
+		cfile_free(c, cf);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+struct cfile *cache_attach(struct cache *c, struct node *n)
+{
+	if (n->cf)
+		return n->cf;
+	pthread_mutex_lock(&c->lock);
+	struct cfile *cf = cfile_new(c, new_id());
+	pthread_mutex_unlock(&c->lock);
+	if (!cf)
+		return NULL;
+	cf->node = n;
+	n->cf = cf;
+	return cf;
+}
+
+void cache_detach(struct node *n, void *cache)
+{
+	struct cfile *cf = n->cf;
+	if (!cf)
+		return;
+	n->cf = NULL;
+	cf->node = NULL;
+	cache_unref(cache, cf);
+}
+
+int cache_fd(struct cache *c, const struct cfile *cf)
+{
+	char name[17];
+	id_name(cf->id, name);
+	int fd = openat(c->files_fd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	return fd < 0 ? -errno : fd;
+}
+
+int cache_open(struct cache *c, struct cfile *cf, bool writer)
+{
+	pthread_mutex_lock(&c->lock);
+	if (cf->fd < 0) {
+		int fd = cache_fd(c, cf);
+		if (fd < 0) {
+			pthread_mutex_unlock(&c->lock);
+			log_error("cache file of id %016llx: %s",
+				  (unsigned long long)cf->id, strerror(-fd));
+			return fd;
+		}
+		cf->fd = fd;
+	}
+	cf->opens++;
+	if (writer)
+		cf->writers++;
+	cf->refs++;
+	cf->last_used = mono_ms();
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+void cache_close(struct cache *c, struct cfile *cf, bool writer)
+{
+	pthread_mutex_lock(&c->lock);
+	if (writer && cf->writers)
+		cf->writers--;
+	if (cf->opens && --cf->opens == 0 && cf->fd >= 0) {
+		close(cf->fd);
+		cf->fd = -1;
+	}
+	cf->last_used = mono_ms();
+	pthread_mutex_unlock(&c->lock);
+	cache_unref(c, cf);
+}
+
+bool cache_has(const struct cfile *cf, int64_t off, int64_t len)
+{
+	if (cf->complete)
+		return true;
+	int64_t end = off + len;
+	for (size_t i = 0; i < cf->next; i++) {
+		if (cf->ext[i].start <= off && cf->ext[i].end >= end)
+			return true;
+		if (cf->ext[i].start > off)
+			break;
+	}
+	return false;
+}
+
+int cache_add_range(struct cache *c, struct cfile *cf, int64_t start,
+		    int64_t end)
+{
+	if (cf->complete || end <= start)
+		return 0;
+	if (cf->next == cf->ext_cap) {
+		size_t cap = cf->ext_cap ? cf->ext_cap * 2 : 8;
+		struct extent *e = realloc(cf->ext, cap * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		cf->ext = e;
+		cf->ext_cap = cap;
+	}
+	/* insert in order, then merge neighbours */
+	size_t i = 0;
+	while (i < cf->next && cf->ext[i].start < start)
+		i++;
+	memmove(&cf->ext[i + 1], &cf->ext[i], (cf->next - i) * sizeof(*cf->ext));
+	cf->ext[i].start = start;
+	cf->ext[i].end = end;
+	cf->next++;
+	size_t w = 0;
+	int64_t bytes = 0;
+	for (size_t r = 0; r < cf->next; r++) {
+		if (w && cf->ext[r].start <= cf->ext[w - 1].end) {
+			if (cf->ext[r].end > cf->ext[w - 1].end)
+				cf->ext[w - 1].end = cf->ext[r].end;
+		} else {
+			cf->ext[w++] = cf->ext[r];
+		}
+	}
+	cf->next = w;
+	for (size_t r = 0; r < w; r++)
+		bytes += cf->ext[r].end - cf->ext[r].start;
+	c->total_bytes += bytes - cf->cached_bytes;
+	cf->cached_bytes = bytes;
+	if (w == 1 && cf->ext[0].start == 0 && cf->ext[0].end >= cf->size) {
+		cf->complete = true;
+		cf->next = 0;
+	}
+	return 0;
+}
+
+void cache_drop_content(struct cache *c, struct cfile *cf)
+{
+	cf->complete = false;
+	cf->next = 0;
+	c->total_bytes -= cf->cached_bytes;
+	cf->cached_bytes = 0;
+	cf->size = 0;
+	if (cf->fd >= 0)
+		ftruncate(cf->fd, 0);
+	else {
+		char name[17];
+		id_name(cf->id, name);
+		int fd = openat(c->files_fd, name, O_WRONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ftruncate(fd, 0);
+			close(fd);
+		}
+	}
+}
+
+void cache_set_base(struct cfile *cf, int64_t size,
+		    const struct timespec *mtime)
+{
+	cf->base = BASE_KNOWN;
+	cf->base_size = size;
+	cf->base_mtime = *mtime;
+	if (!cf->dirty && !cf->complete)
+		cf->size = size;
+}
+
+/* ---- the dirty records ---- */
+
+static void put_hex(FILE *f, const char *key, const char *s)
+{
+	fprintf(f, "%s=", key);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		fprintf(f, "%02x", *p);
+	fputc('\n', f);
+}
+
+static int record_write(struct cache *c, struct cfile *cf, const char *path)
+{
+	char name[17], tmp[32];
+	id_name(cf->id, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	int fd = openat(c->dirty_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			0600);
+	if (fd < 0)
+		return -errno;
+	FILE *f = fdopen(fd, "w");
+	if (!f) {
+		close(fd);
+		return -ENOMEM;
+	}
+	fprintf(f, "osbfs-dirty 1\n");
+	put_hex(f, "path", path);
+	fprintf(f, "mode=%o\n", (unsigned)cf->mode);
+	fprintf(f, "mtime=%lld.%09ld\n", (long long)cf->mtime.tv_sec,
+		cf->mtime.tv_nsec);
+	fprintf(f, "atime=%lld.%09ld\n", (long long)cf->atime.tv_sec,
+		cf->atime.tv_nsec);
+	fprintf(f, "times=%d\nchmod=%d\n", cf->times_set, cf->chmod_needed);
+	if (cf->base == BASE_ABSENT)
+		fprintf(f, "base=absent\n");
+	else if (cf->base == BASE_KNOWN)
+		fprintf(f, "base=%lld %lld.%09ld\n", (long long)cf->base_size,
+			(long long)cf->base_mtime.tv_sec,
+			cf->base_mtime.tv_nsec);
+	else
+		fprintf(f, "base=unknown\n");
+	put_hex(f, "owner", cf->owner);
+	put_hex(f, "group", cf->group);
+	if (fclose(f) != 0)
+		return -EIO;
+	if (renameat(c->dirty_fd, tmp, c->dirty_fd, name) < 0)
+		return -errno;
+	c->unsynced++;
+	char *copy = strdup(path);
+	if (copy) {
+		free(cf->record_path);
+		cf->record_path = copy;
+	}
+	return 0;
+}
+
+int cache_dirty(struct cache *c, struct cfile *cf, const char *path)
+{
+	int rc = 0;
+	pthread_mutex_lock(&c->lock);
+	cf->wgen++;
+	if (!cf->dirty || !cf->record_path || strcmp(cf->record_path, path)) {
+		rc = record_write(c, cf, path);
+		if (rc)
+			log_error("cannot write the dirty record of %s in %s: %s",
+				  path, c->dir, strerror(-rc));
+		if (!cf->dirty) {
+			cf->dirty = true;
+			cf->failures = 0;
+			dirty_list_append(c, cf);
+			cf->refs++; /* the dirty list holds a reference */
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int cache_record_update(struct cache *c, struct cfile *cf, const char *path)
+{
+	int rc = 0;
+	pthread_mutex_lock(&c->lock);
+	if (cf->dirty)
+		rc = record_write(c, cf, path);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+static void make_clean(struct cache *c, struct cfile *cf)
+{
+	if (!cf->dirty)
+		return;
+	cf->dirty = false;
+	cf->times_set = false;
+	cf->chmod_needed = false;
+	cf->failures = 0;
+	cf->solo = false;
+	dirty_list_remove(c, cf);
+	record_remove(c, cf);
+	cf->refs--; /* the dirty list's; the caller still holds one */
+}
+
+void cache_uploaded(struct cache *c, struct cfile *cf, uint64_t gen)
+{
+	if (gen > cf->uploaded_gen)
+		cf->uploaded_gen = gen;
+	cf->failures = 0;
+	if (cf->wgen == gen)
+		make_clean(c, cf);
+	pthread_cond_broadcast(&c->changed);
+}
+
+void cache_discard(struct cache *c, struct cfile *cf)
+{
+	cf->uploaded_gen = cf->wgen;
+	make_clean(c, cf);
+	pthread_cond_broadcast(&c->changed);
+}
+
+/* ---- eviction ---- */
+
+void cache_evict(struct cache *c, struct node_table *nt)
+{
+	pthread_mutex_lock(&nt->lock);
+	pthread_mutex_lock(&c->lock);
+	while (c->total_bytes > c->max_size) {
+		struct cfile *victim = NULL;
+		for (size_t i = 0; i < c->nall; i++) {
+			struct cfile *cf = c->all[i];
+			if (cf->dirty || cf->opens || cf->inflight ||
+			    !cf->cached_bytes)
+				continue;
+			if (!victim || cf->last_used < victim->last_used)
+				victim = cf;
+		}
+		if (!victim)
+			break;
+		cache_drop_content(c, victim);
+	}
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&nt->lock);
+}
+
+/* ---- recovery ---- */
+
+static int hex_decode(const char *hex, char *out, size_t size)
+{
+	size_t n = strlen(hex);
+	if (n % 2 || n / 2 >= size)
+		return -EINVAL;
+	for (size_t i = 0; i < n / 2; i++) {
+		unsigned v;
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return -EINVAL;
+		out[i] = (char)v;
+	}
+	out[n / 2] = '\0';
+	return 0;
+}
+
+static int parse_ts(const char *s, struct timespec *ts)
+{
+	long long sec;
+	long nsec;
+	if (sscanf(s, "%lld.%ld", &sec, &nsec) != 2)
+		return -EINVAL;
+	ts->tv_sec = (time_t)sec;
+	ts->tv_nsec = nsec;
+	return 0;
+}
+
+static int record_read(struct cache *c, const char *name, struct cfile *cf,
+		       char *path, size_t path_size)
+{
+	char line[16384];
+	int fd = openat(c->dirty_fd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	FILE *f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return -ENOMEM;
+	}
+	int rc = -EINVAL;
+	path[0] = '\0';
+	if (!fgets(line, sizeof(line), f) ||
+	    strcmp(line, "osbfs-dirty 1\n") != 0)
+		goto out;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		char *eq = strchr(line, '=');
+		if (!eq)
+			continue;
+		*eq++ = '\0';
+		if (strcmp(line, "path") == 0) {
+			if (hex_decode(eq, path, path_size))
+				goto out;
+		} else if (strcmp(line, "mode") == 0) {
+			cf->mode = (mode_t)strtoul(eq, NULL, 8);
+		} else if (strcmp(line, "mtime") == 0) {
+			parse_ts(eq, &cf->mtime);
+		} else if (strcmp(line, "atime") == 0) {
+			parse_ts(eq, &cf->atime);
+		} else if (strcmp(line, "times") == 0) {
+			cf->times_set = atoi(eq) != 0;
+		} else if (strcmp(line, "chmod") == 0) {
+			cf->chmod_needed = atoi(eq) != 0;
+		} else if (strcmp(line, "base") == 0) {
+			long long size;
+			char ts[64];
+			if (strcmp(eq, "absent") == 0) {
+				cf->base = BASE_ABSENT;
+			} else if (sscanf(eq, "%lld %63s", &size, ts) == 2 &&
+				   parse_ts(ts, &cf->base_mtime) == 0) {
+				cf->base = BASE_KNOWN;
+				cf->base_size = size;
+			}
+		} else if (strcmp(line, "owner") == 0) {
+			hex_decode(eq, cf->owner, sizeof(cf->owner));
+		} else if (strcmp(line, "group") == 0) {
+			hex_decode(eq, cf->group, sizeof(cf->group));
+		}
+	}
+	rc = path[0] == '/' ? 0 : -EINVAL;
+out:
+	fclose(f);
+	return rc;
+}
+
+int cache_recover(struct cache *c, cache_recover_fn fn, void *arg)
+{
+	DIR *d = fdopendir(dup(c->dirty_fd));
+	struct dirent *de;
+	int count = 0;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char path[8192];
+		struct stat st;
+		char *endp;
+
+		if (!is_id_name(de->d_name)) {
+			if (strstr(de->d_name, ".tmp"))
+				unlinkat(c->dirty_fd, de->d_name, 0);
+			continue;
+		}
+		uint64_t id = strtoull(de->d_name, &endp, 16);
+		pthread_mutex_lock(&c->lock);
+		struct cfile *cf = cfile_new(c, id);
+		pthread_mutex_unlock(&c->lock);
+		if (!cf)
+			break;
+		int rc = record_read(c, de->d_name, cf, path, sizeof(path));
+		if (!rc && fstatat(c->files_fd, de->d_name, &st, 0) < 0)
+			rc = -errno;
+		if (rc) {
+			log_error("dirty record %s/dirty/%s unreadable (%s); "
+				  "left in place",
+				  c->dir, de->d_name, strerror(-rc));
+			pthread_mutex_lock(&c->lock);
+			cf->refs = 0;
+			c->nall--; /* cfile_new appended it last */
+			pthread_mutex_unlock(&c->lock);
+			free(cf->ext);
+			pthread_mutex_destroy(&cf->fetch_lock);
+			free(cf);
+			continue;
+		}
+		pthread_mutex_lock(&c->lock);
+		cf->size = st.st_size;
+		cf->complete = true;
+		cf->cached_bytes = st.st_size;
+		c->total_bytes += st.st_size;
+		cf->dirty = true;
+		cf->wgen = 1;
+		cf->record_path = strdup(path);
+		dirty_list_append(c, cf);
+		cf->refs++; /* the dirty list's */
+		pthread_mutex_unlock(&c->lock);
+		fn(arg, path, cf);
+		count++;
+	}
+	closedir(d);
+	return count;
+}

@@ -1,0 +1,159 @@
+/*
+ * cache.h - file content on local disk: the read cache and the dirty
+ * data waiting for upload, with its journal.
+ *
+ * Each file the mount has read or written has a struct cfile: a cache
+ * file under CACHE/files/ holding the bytes known locally (a sparse file
+ * plus a list of the ranges present), the remote version those bytes
+ * came from (size and mtime: the validator), and, when it has changes
+ * the sandbox does not have yet, a dirty record under CACHE/dirty/ that
+ * names the file's sandbox path. Dirty records are what makes written
+ * data survive a crash: a new mount of the same sandbox with the same
+ * cache dir finds them and uploads them (cache_recover).
+ *
+ * Locking: every cfile field and the cache's lists are guarded by
+ * cache->lock. Data is read and written with pread/pwrite outside it.
+ * Downloads into one cfile are serialized by cf->fetch_lock. Lock order:
+ * node table lock, then cache->lock; fetch_lock is taken with neither.
+ */
+#ifndef OSBFS_CACHE_H
+#define OSBFS_CACHE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+struct node;
+
+struct extent {
+	int64_t start, end; /* [start, end) */
+};
+
+enum base_state {
+	BASE_UNKNOWN, /* not known what the sandbox has */
+	BASE_ABSENT,  /* made here; the sandbox had no such file */
+	BASE_KNOWN,   /* the sandbox had base_size/base_mtime */
+};
+
+struct cfile {
+	uint64_t id;
+	struct node *node;      /* back pointer; guarded by the node lock */
+	unsigned refs;          /* node + handles + writeback */
+	pthread_mutex_t fetch_lock;
+
+	int fd;                 /* open while opens > 0, else -1 */
+	unsigned opens;         /* open handles */
+	unsigned writers;       /* handles open for writing */
+
+	int64_t size;           /* local size (meaningful when complete) */
+	bool complete;          /* every byte [0, size) is present */
+	struct extent *ext;     /* ranges present when not complete */
+	size_t next, ext_cap;
+	int64_t cached_bytes;   /* bytes present (for the size cap) */
+
+	enum base_state base;
+	int64_t base_size;
+	struct timespec base_mtime;
+
+	/* local attributes, authoritative while dirty */
+	mode_t mode;
+	struct timespec mtime;
+	struct timespec atime;
+	bool times_set;         /* mtime (and atime) must be set remotely */
+	bool chmod_needed;      /* mode needs a chmod after the upload */
+	char owner[64], group[64];
+
+	/* dirty state */
+	bool dirty;
+	uint64_t wgen;          /* bumped by every change */
+	uint64_t uploaded_gen;  /* the last generation the sandbox has */
+	uint64_t flush_gen;     /* upload up to here now (fsync, sync) */
+	long long due_ms;       /* when the upload may start */
+	bool inflight;
+	bool solo;              /* upload alone (a batch with it failed) */
+	unsigned failures;      /* consecutive failed uploads */
+	uint64_t fail_seq;      /* bumped by every failed upload */
+	int last_err;
+	char *record_path;      /* the path in the dirty record */
+
+	long long last_used;    /* for eviction, monotonic ms */
+	struct cfile *dnext, *dprev; /* the dirty list */
+};
+
+struct cache {
+	char *dir;              /* CACHE_DIR/<sandbox id> */
+	int files_fd;           /* dir fds */
+	int dirty_fd;
+	pthread_mutex_t lock;
+	pthread_cond_t changed; /* uploads done, dirty state changed */
+	int64_t max_size;
+	int64_t total_bytes;    /* bytes cached, all files */
+	struct cfile *dirty_first;    /* oldest first */
+	struct cfile *dirty_last;
+	size_t ndirty;
+	unsigned unsynced;            /* records written since syncfs */
+	int64_t dirty_bytes;
+	size_t nfiles;
+	struct cfile **all;     /* every live cfile (for eviction) */
+	size_t nall, all_cap;
+};
+
+/* Makes CACHE_DIR/<id>/{files,dirty}; removes clean leftovers. */
+int cache_init(struct cache *c, const char *cache_dir,
+	       const char *sandbox_id, int64_t max_size, char *msg,
+	       size_t msg_size);
+void cache_release(struct cache *c);
+
+/* n->cf, made if missing. Caller holds the node lock. NULL on ENOMEM. */
+struct cfile *cache_attach(struct cache *c, struct node *n);
+/* Called when a node is freed (node lock held): a node_table on_free. */
+void cache_detach(struct node *n, void *cache);
+
+void cache_ref(struct cache *c, struct cfile *cf);
+void cache_unref(struct cache *c, struct cfile *cf);
+
+/* An open handle: opens the cache file. 0 or -errno. */
+int cache_open(struct cache *c, struct cfile *cf, bool writer);
+void cache_close(struct cache *c, struct cfile *cf, bool writer);
+/* An fd on the cache file for the caller (close it). */
+int cache_fd(struct cache *c, const struct cfile *cf);
+
+/* Under c->lock: whether [off, off+len) is present (clipped to size). */
+bool cache_has(const struct cfile *cf, int64_t off, int64_t len);
+/* Adds a range present (c->lock held). */
+int cache_add_range(struct cache *c, struct cfile *cf, int64_t start,
+		    int64_t end);
+/* Forgets the content (the sandbox's copy changed). c->lock held. */
+void cache_drop_content(struct cache *c, struct cfile *cf);
+/* Sets the validator after a fetch or a stat (c->lock held). */
+void cache_set_base(struct cfile *cf, int64_t size,
+		    const struct timespec *mtime);
+
+/*
+ * cache_dirty() - a change was made at sandbox path @path: bumps wgen,
+ * marks dirty and writes the dirty record if it was clean (or if the path
+ * changed). Takes c->lock.
+ */
+int cache_dirty(struct cache *c, struct cfile *cf, const char *path);
+/* Rewrites the record of a dirty cfile under its new path (a rename). */
+int cache_record_update(struct cache *c, struct cfile *cf, const char *path);
+/* The upload of generation @gen is in the sandbox: clean if nothing
+ * changed since. c->lock held. */
+void cache_uploaded(struct cache *c, struct cfile *cf, uint64_t gen);
+/* Forgets the changes (the file was deleted). c->lock held. */
+void cache_discard(struct cache *c, struct cfile *cf);
+
+/* Evicts clean, unused content until the total fits max_size. Takes the
+ * node lock then c->lock. */
+struct node_table;
+void cache_evict(struct cache *c, struct node_table *nt);
+
+/* Dirty records left by an earlier run: @fn is called for each, with
+ * its sandbox path and a new cfile holding the data (refs 1, dirty). */
+typedef void (*cache_recover_fn)(void *arg, const char *path,
+				 struct cfile *cf);
+int cache_recover(struct cache *c, cache_recover_fn fn, void *arg);
+
+#endif /* OSBFS_CACHE_H */

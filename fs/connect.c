@@ -1,0 +1,373 @@
+/*
+ * connect.c - from the command line to a running sandbox: the client
+ * (connection settings), then the sandbox (reconnect by id, find or
+ * create by name label, or create), waiting until it runs and execd
+ * answers, and the mounted directory made if missing. Every failure is
+ * one line naming the cause and the URL tried.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "connect.h"
+#include "log.h"
+
+#define START_WAIT_MS 120000
+#define READY_WAIT_MS 60000
+
+static char *slurp(const char *path, char *msg, size_t msg_size)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		snprintf(msg, msg_size, "network_policy file %s: %s", path,
+			 strerror(errno));
+		return NULL;
+	}
+	char *s = NULL;
+	size_t cap = 0, len = 0;
+	for (;;) {
+		if (len + 4096 + 1 > cap) {
+			cap = cap ? cap * 2 : 8192;
+			char *p = realloc(s, cap);
+			if (!p) {
+				free(s);
+				fclose(f);
+				return NULL;
+			}
+			s = p;
+		}
+		size_t n = fread(s + len, 1, 4096, f);
+		len += n;
+		if (n < 4096)
+			break;
+	}
+	s[len] = '\0';
+	fclose(f);
+	return s;
+}
+
+int connect_client(struct osbfs_options *o, struct osb_client **ret,
+		   char *msg, size_t msg_size)
+{
+	struct osb_config cfg = { 0 };
+	struct osb_error err;
+	char *key = NULL;
+	int rc;
+
+	cfg.domain = o->domain;
+	cfg.protocol = o->protocol;
+	cfg.ca_file = o->cacert;
+	cfg.insecure = o->insecure;
+	cfg.request_timeout_ms = o->request_timeout_ms;
+	cfg.use_server_proxy = o->server_proxy;
+	cfg.execd_token = getenv("OSBFS_EXECD_TOKEN");
+	if (cfg.domain && !*cfg.domain)
+		cfg.domain = NULL;
+	if (o->api_key_file) {
+		rc = osb_read_key_file(o->api_key_file, &key, &err);
+		if (rc) {
+			snprintf(msg, msg_size, "%s", err.message);
+			return rc;
+		}
+		cfg.api_key = key;
+	}
+	rc = osb_client_new(&cfg, ret, &err);
+	if (key) {
+		explicit_bzero(key, strlen(key));
+		free(key);
+	}
+	if (rc)
+		snprintf(msg, msg_size, "%s", err.message);
+	return rc;
+}
+
+static char **split_words(const char *s)
+{
+	size_t n = 0, cap = 8;
+	char **v = calloc(cap, sizeof(char *));
+	while (v && *s) {
+		while (isspace((unsigned char)*s))
+			s++;
+		if (!*s)
+			break;
+		const char *start = s;
+		while (*s && !isspace((unsigned char)*s))
+			s++;
+		if (n + 2 > cap) {
+			char **g = realloc(v, cap * 2 * sizeof(char *));
+			if (!g)
+				break;
+			v = g;
+			cap *= 2;
+		}
+		v[n++] = strndup(start, (size_t)(s - start));
+		v[n] = NULL;
+	}
+	return v;
+}
+
+static void free_words(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+static int create_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret,
+			  char *msg, size_t msg_size)
+{
+	struct osbfs_options *o = fs->opt;
+	struct osb_create_params p = { 0 };
+	struct osb_kvlist md = { 0 };
+	struct osb_error err;
+	char *policy = NULL;
+	int rc = 0;
+
+	p.image = o->image;
+	p.timeout_s = o->timeout_s;
+	p.env = &o->env;
+	p.cpu = o->cpu;
+	p.memory = o->memory;
+	char **ep = split_words(o->entrypoint);
+	if (!ep || !ep[0]) {
+		free_words(ep);
+		snprintf(msg, msg_size, "the entrypoint is empty");
+		return -EINVAL;
+	}
+	p.entrypoint = (const char *const *)ep;
+	for (size_t i = 0; i < o->metadata.n; i++)
+		osb_kvlist_add(&md, o->metadata.items[i].key,
+			       o->metadata.items[i].value);
+	if (o->name && !osb_kvlist_get(&md, "name"))
+		osb_kvlist_add(&md, "name", o->name);
+	p.metadata = &md;
+	if (o->network_policy) {
+		policy = slurp(o->network_policy, msg, msg_size);
+		if (!policy)
+			rc = -EINVAL;
+		p.network_policy_json = policy;
+	}
+	if (!rc) {
+		rc = osb_sandbox_create(fs->client, &p, ret, &err);
+		if (rc)
+			snprintf(msg, msg_size, "cannot create a sandbox: %s",
+				 err.message);
+	}
+	if (!rc)
+		log_info("created sandbox %s (image %s)", ret->id, o->image);
+	free(policy);
+	free_words(ep);
+	osb_kvlist_release(&md);
+	return rc;
+}
+
+static const char *const live_states[] = { "Pending", "Running", "Paused",
+					   "Pausing", "Resuming", NULL };
+
+/* The oldest live sandbox labelled name=NAME, if any. */
+static int find_by_name(struct osbfs *fs, const char *name, char **ret_id,
+			size_t *ret_count, char *msg, size_t msg_size)
+{
+	struct osb_kvlist md = { 0 };
+	struct osb_sandbox_list l;
+	struct osb_error err;
+	struct osb_list_params p = { .states = live_states,
+				     .metadata = &md,
+				     .page_size = 200 };
+
+	osb_kvlist_add(&md, "name", name);
+	int rc = osb_sandbox_list(fs->client, &p, &l, &err);
+	osb_kvlist_release(&md);
+	if (rc) {
+		snprintf(msg, msg_size, "cannot list sandboxes: %s",
+			 err.message);
+		return rc;
+	}
+	*ret_id = NULL;
+	*ret_count = l.n;
+	const struct osb_sandbox_info *best = NULL;
+	for (size_t i = 0; i < l.n; i++) {
+		const struct osb_sandbox_info *s = &l.items[i];
+		if (!best || s->created_at < best->created_at ||
+		    (s->created_at == best->created_at &&
+		     strcmp(s->id, best->id) < 0))
+			best = s;
+	}
+	if (best)
+		*ret_id = strdup(best->id);
+	osb_sandbox_list_release(&l);
+	return 0;
+}
+
+static int check_label(const char *v, char *msg, size_t msg_size)
+{
+	size_t n = strlen(v);
+	bool ok = n >= 1 && n <= 63 && isalnum((unsigned char)v[0]) &&
+		  isalnum((unsigned char)v[n - 1]);
+	for (size_t i = 0; ok && i < n; i++)
+		ok = isalnum((unsigned char)v[i]) || strchr("-_.", v[i]);
+	if (!ok)
+		snprintf(msg, msg_size,
+			 "name \"%s\" is not a valid label value (1-63 "
+			 "letters, digits, '-', '_', '.'; alphanumeric at "
+			 "both ends)",
+			 v);
+	return ok ? 0 : -EINVAL;
+}
+
+/*
+ * -o name=NAME: reconnect to the sandbox with that label, or make one.
+ * Two mounts racing both create; each then lists again and keeps the
+ * oldest, and the loser deletes its own, so both end on one sandbox.
+ */
+static int by_name(struct osbfs *fs, char **ret_id, bool *ret_created,
+		   char *msg, size_t msg_size)
+{
+	struct osb_sandbox_info info;
+	struct osb_error err;
+	size_t count;
+	char *id = NULL;
+
+	int rc = check_label(fs->opt->name, msg, msg_size);
+	if (!rc)
+		rc = find_by_name(fs, fs->opt->name, &id, &count, msg,
+				  msg_size);
+	if (rc || id) {
+		*ret_id = id;
+		*ret_created = false;
+		return rc;
+	}
+	rc = create_sandbox(fs, &info, msg, msg_size);
+	if (rc)
+		return rc;
+	rc = find_by_name(fs, fs->opt->name, &id, &count, msg, msg_size);
+	if (!rc && id && strcmp(id, info.id) != 0) {
+		log_info("another mount made sandbox %s named %s first; "
+			 "using it and deleting %s",
+			 id, fs->opt->name, info.id);
+		osb_sandbox_delete(fs->client, info.id, &err);
+		*ret_created = false;
+	} else {
+		free(id);
+		id = strdup(info.id);
+		*ret_created = true;
+	}
+	osb_sandbox_info_release(&info);
+	*ret_id = id;
+	return id ? 0 : -ENOMEM;
+}
+
+int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
+		    char *msg, size_t msg_size)
+{
+	struct osbfs_options *o = fs->opt;
+	struct osb_sandbox_info info;
+	struct osb_error err;
+	char *id = NULL;
+	bool created = false;
+	int rc = 0;
+
+	if (o->sandbox_id) {
+		id = strdup(o->sandbox_id);
+	} else if (o->name) {
+		rc = by_name(fs, &id, &created, msg, msg_size);
+	} else {
+		rc = create_sandbox(fs, &info, msg, msg_size);
+		if (!rc) {
+			id = strdup(info.id);
+			created = true;
+			osb_sandbox_info_release(&info);
+		}
+	}
+	if (rc)
+		return rc;
+	if (!id)
+		return -ENOMEM;
+
+	rc = osb_sandbox_get(fs->client, id, &info, &err);
+	if (rc) {
+		if (rc == -ENOENT)
+			snprintf(msg, msg_size,
+				 "sandbox %s not found at %s (deleted, expired "
+				 "or never made)",
+				 id, osb_client_base_url(fs->client));
+		else
+			snprintf(msg, msg_size, "%s", err.message);
+		free(id);
+		return rc;
+	}
+	if (strcasecmp(info.state, "Failed") == 0 ||
+	    strcasecmp(info.state, "Terminated") == 0) {
+		snprintf(msg, msg_size, "sandbox %s is %s%s%s%s%s", id,
+			 info.state, info.reason ? " (" : "",
+			 info.reason ? info.reason : "",
+			 info.message ? "): " : (info.reason ? ")" : ""),
+			 info.message ? info.message : "");
+		osb_sandbox_info_release(&info);
+		free(id);
+		return -EIO;
+	}
+	if (strcasecmp(info.state, "Running") != 0 &&
+	    strcasecmp(info.state, "Paused") != 0) {
+		osb_sandbox_info_release(&info);
+		rc = osb_sandbox_wait_running(fs->client, id, START_WAIT_MS,
+					      &info, &err);
+		if (rc) {
+			snprintf(msg, msg_size, "%s%s", err.message,
+				 rc == -ETIMEDOUT ? " (stuck before Running)" :
+						    "");
+			free(id);
+			return rc;
+		}
+	}
+	if (strcasecmp(info.state, "Paused") == 0) {
+		rc = osb_sandbox_resume(fs->client, id, &err);
+		if (!rc || rc == -EBUSY)
+			rc = osb_sandbox_wait_running(fs->client, id,
+						      START_WAIT_MS, NULL,
+						      &err);
+		if (rc) {
+			snprintf(msg, msg_size, "cannot resume sandbox %s: %s",
+				 id, err.message);
+			osb_sandbox_info_release(&info);
+			free(id);
+			return rc;
+		}
+		free(info.state);
+		info.state = strdup("Running");
+		log_info("resumed paused sandbox %s", id);
+	}
+	rc = osb_sandbox_open(fs->client, id, &fs->sb, &err);
+	if (!rc)
+		rc = osb_wait_ready(fs->sb, READY_WAIT_MS, &err);
+	if (!rc) {
+		/* the mounted directory: made if missing, must be one */
+		struct osb_stat st;
+		rc = osb_dir_make(fs->sb, o->dir, 0, NULL, NULL, &err);
+		if (!rc)
+			rc = osb_file_stat(fs->sb, o->dir, &st, &err);
+		if (!rc) {
+			if (st.type != OSB_DIR) {
+				snprintf(err.message, sizeof(err.message),
+					 "%s is not a directory in the sandbox",
+					 o->dir);
+				rc = -ENOTDIR;
+			}
+			osb_stat_release(&st);
+		}
+	}
+	if (rc) {
+		snprintf(msg, msg_size, "sandbox %s: %s", id, err.message);
+		if (created && !o->name)
+			osb_sandbox_delete(fs->client, id, NULL);
+		osb_sandbox_info_release(&info);
+		free(id);
+		return rc;
+	}
+	*ret_info = info;
+	free(id);
+	return 0;
+}

@@ -1,0 +1,30 @@
+/*
+ * log.h - the daemon's log: stderr in the foreground, syslog once
+ * daemonized, and the last lines kept for `.osb/log`. The last error is
+ * kept for `.osb/info`'s last_error.
+ */
+#ifndef OSBFS_LOG_H
+#define OSBFS_LOG_H
+
+#include <stddef.h>
+
+enum log_level { LOG_LVL_DEBUG, LOG_LVL_INFO, LOG_LVL_WARN, LOG_LVL_ERROR };
+
+void log_init(int debug);
+/* After daemonizing: lines go to syslog as well. */
+void log_to_syslog(void);
+void log_msg(enum log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Logs at ERROR and remembers it as the last error. */
+void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define log_debug(...) log_msg(LOG_LVL_DEBUG, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_LVL_INFO, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_LVL_WARN, __VA_ARGS__)
+
+/* The last error ("" if none) and its Unix time; copies into @buf. */
+void log_last_error(char *buf, size_t size, long long *ret_when);
+/* The recent lines, oldest first, as one malloc'd text. */
+char *log_recent(void);
+
+#endif /* OSBFS_LOG_H */

@@ -1,0 +1,276 @@
+/*
+ * main.c - osbfs: mount an OpenSandbox sandbox as a local directory.
+ *
+ * Only wiring: options -> client -> sandbox -> caches -> mount ->
+ * daemonize -> threads -> loop -> flush -> unwind. Every failure before
+ * the mount is one line on stderr and a non-zero exit.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "connect.h"
+#include "ctl.h"
+#include "life.h"
+#include "log.h"
+#include "ops.h"
+#include "remote.h"
+#include "writeback.h"
+
+#define UNMOUNT_FLUSH_MS 60000
+
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* Whether @path is @root or below it; *ret_rel = the rest. */
+static bool under_root(const char *root, const char *path,
+		       const char **ret_rel)
+{
+	size_t n = strlen(root);
+	if (strcmp(root, "/") == 0) {
+		*ret_rel = path + 1;
+		return true;
+	}
+	if (strncmp(path, root, n) != 0 || (path[n] != '/' && path[n]))
+		return false;
+	*ret_rel = path[n] ? path + n + 1 : path + n;
+	return true;
+}
+
+/* A dirty file left by an earlier run: back into the tree, due now. */
+static void recovered(void *arg, const char *path, struct cfile *cf)
+{
+	struct osbfs *fs = arg;
+	const char *rel;
+
+	cf->due_ms = mono_ms();
+	if (!under_root(fs->root, path, &rel) || !*rel) {
+		/* outside what this mount shows: upload it right here */
+		struct rupload u = { .path = path, .size = cf->size,
+				     .mode = cf->mode, .owner = cf->owner,
+				     .group = cf->group };
+		u.fd = cache_fd(&fs->cache, cf);
+		int rc = u.fd < 0 ? u.fd : remote_upload(fs, &u, 1);
+		if (u.fd >= 0)
+			close(u.fd);
+		pthread_mutex_lock(&fs->cache.lock);
+		if (!rc)
+			cache_uploaded(&fs->cache, cf, cf->wgen);
+		pthread_mutex_unlock(&fs->cache.lock);
+		if (rc)
+			log_error("could not upload %s left by an earlier run "
+				  "(kept for the next mount)",
+				  path);
+		else
+			log_info("uploaded %s left by an earlier run", path);
+		cache_unref(&fs->cache, cf);
+		return;
+	}
+	char *copy = strdup(rel);
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *n = fs->nodes.root;
+	char *save = NULL;
+	for (char *tok = copy ? strtok_r(copy, "/", &save) : NULL; n && tok;
+	     tok = strtok_r(NULL, "/", &save))
+		n = node_child_get(&fs->nodes, n, tok);
+	if (n && !n->cf && n != fs->nodes.root) {
+		n->cf = cf; /* the node takes our reference */
+		cf->node = n;
+		n->attr.type = OSB_FILE;
+		n->attr.mode = cf->mode;
+		n->attr.size = cf->size;
+		n->attr.mtime = cf->mtime;
+		n->attr_valid = true;
+		cf = NULL;
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	free(copy);
+	if (cf) {
+		log_error("could not place %s left by an earlier run", path);
+		cache_unref(&fs->cache, cf);
+	} else {
+		log_info("found unsaved changes to %s from an earlier run; "
+			 "uploading them",
+			 path);
+	}
+}
+
+static int run_loop(struct osbfs *fs)
+{
+	if (fs->opt->singlethread)
+		return fuse_session_loop(fs->se);
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -ENOMEM;
+	/* blocking reads (job wait) and fsyncs hold a thread each */
+	fuse_loop_cfg_set_max_threads(cfg, 64);
+	fuse_loop_cfg_set_idle_threads(cfg, 8);
+	int rc = fuse_session_loop_mt(fs->se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct osbfs_options opt;
+	struct osbfs fs;
+	struct osb_sandbox_info info = { 0 };
+	char msg[2048];
+	int rc, status = 1;
+
+	memset(&fs, 0, sizeof(fs));
+	rc = options_parse(&opt, argc, argv, msg, sizeof(msg));
+	if (rc) {
+		fprintf(stderr, "osbfs: %s\n", msg[0] ? msg : strerror(-rc));
+		fprintf(stderr, "usage: %s [options] [SANDBOX][:DIR] MOUNTPOINT "
+				"(--help for more)\n",
+			argv[0]);
+		options_release(&opt);
+		return 2;
+	}
+	if (opt.show_help) {
+		options_usage(argv[0]);
+		options_release(&opt);
+		return 0;
+	}
+	if (opt.show_version) {
+		printf("osbfs 0.1.0 (libfuse %s)\n", fuse_pkgversion());
+		options_release(&opt);
+		return 0;
+	}
+	log_init(opt.debug);
+	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
+	fs.opt = &opt;
+	fs.uid = getuid();
+	fs.gid = getgid();
+	fs.root = opt.dir;
+	pthread_mutex_init(&fs.statfs_lock, NULL);
+	pthread_rwlockattr_t rwa;
+	pthread_rwlockattr_init(&rwa);
+	pthread_rwlockattr_setkind_np(&rwa,
+				      PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&fs.path_lock, &rwa);
+	atomic_store(&fs.last_activity, mono_ms());
+
+	rc = connect_client(&opt, &fs.client, msg, sizeof(msg));
+	if (!rc)
+		rc = connect_sandbox(&fs, &info, msg, sizeof(msg));
+	if (rc) {
+		fprintf(stderr, "osbfs: %s\n", msg);
+		goto out;
+	}
+	fs.sandbox_id = osb_sandbox_id(fs.sb);
+	rc = node_table_init(&fs.nodes, opt.dir);
+	if (!rc)
+		rc = cache_init(&fs.cache, opt.cache_dir, fs.sandbox_id,
+				opt.cache_max_size, msg, sizeof(msg));
+	if (rc) {
+		fprintf(stderr, "osbfs: %s\n", msg[0] ? msg : strerror(-rc));
+		goto out;
+	}
+	fs.nodes.on_free = cache_detach;
+	fs.nodes.on_free_arg = &fs.cache;
+	fs.nodes.root->attr.type = OSB_DIR;
+	fs.nodes.root->attr.mode = 0755;
+	rc = life_init(&fs, info.state, info.expires_at);
+	if (!rc)
+		rc = ctl_init(&fs);
+	if (rc) {
+		fprintf(stderr, "osbfs: %s\n", strerror(-rc));
+		goto out;
+	}
+	rc = cache_recover(&fs.cache, recovered, &fs);
+	if (rc < 0)
+		log_error("cannot read the dirty records in %s: %s",
+			  fs.cache.dir, strerror(-rc));
+
+	struct fuse_lowlevel_ops ops = osbfs_make_ops();
+	fs.se = fuse_session_new(&opt.fuse_args, &ops, sizeof(ops), &fs);
+	if (!fs.se) {
+		fprintf(stderr, "osbfs: cannot start a FUSE session\n");
+		goto out;
+	}
+	if (fuse_set_signal_handlers(fs.se) != 0 ||
+	    fuse_session_mount(fs.se, opt.mountpoint) != 0) {
+		fprintf(stderr, "osbfs: cannot mount at %s\n", opt.mountpoint);
+		goto out_session;
+	}
+	log_info("mounted sandbox %s:%s at %s", fs.sandbox_id, opt.dir,
+		 opt.mountpoint);
+	if (!opt.foreground) {
+		/* the id of a new sandbox, for scripts */
+		fprintf(stderr, "osbfs: sandbox %s mounted at %s\n",
+			fs.sandbox_id, opt.mountpoint);
+		fflush(stderr);
+	}
+	if (fuse_daemonize(opt.foreground) != 0)
+		goto out_unmount;
+	if (!opt.foreground)
+		log_to_syslog();
+
+	rc = wb_start(&fs);
+	if (!rc)
+		rc = life_start(&fs);
+	if (!rc)
+		rc = ctl_start(&fs);
+	if (rc) {
+		log_error("cannot start the daemon's threads: %s",
+			  strerror(-rc));
+		goto out_unmount;
+	}
+	rc = run_loop(&fs);
+	status = rc == 0 ? 0 : 1;
+
+out_unmount:
+	fuse_session_unmount(fs.se);
+	fuse_remove_signal_handlers(fs.se);
+	ctl_stop(&fs);
+	life_stop(&fs);
+	if (fs.wb) {
+		if (opt.destroy_on_unmount) {
+			char kmsg[1200];
+			if (life_kill(&fs, kmsg, sizeof(kmsg)))
+				log_error("%s", kmsg);
+		} else {
+			struct wb_stats st;
+			int frc = wb_flush_all(&fs, UNMOUNT_FLUSH_MS);
+			wb_get_stats(&fs, &st);
+			if (frc || st.dirty_files) {
+				log_error("%zu file(s) not yet in the sandbox at "
+					  "unmount; they stay in %s and the "
+					  "next mount of this sandbox uploads "
+					  "them",
+					  st.dirty_files, fs.cache.dir);
+				status = 1;
+			}
+		}
+		wb_stop(&fs);
+	}
+out_session:
+	fuse_session_destroy(fs.se);
+out:
+	ctl_release_all(&fs);
+	life_release(&fs);
+	if (fs.nodes.by_ino)
+		node_table_release(&fs.nodes);
+	if (fs.cache.dir)
+		cache_release(&fs.cache);
+	osb_sandbox_info_release(&info);
+	osb_sandbox_close(fs.sb);
+	osb_client_free(fs.client);
+	pthread_rwlock_destroy(&fs.path_lock);
+	pthread_mutex_destroy(&fs.statfs_lock);
+	options_release(&opt);
+	return status;
+}

@@ -1,0 +1,379 @@
+/*
+ * node.c - the inode table (see node.h): two hash tables (by inode number;
+ * by parent and name) over a tree of nodes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "node.h"
+
+long long mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static size_t hash_ino(uint64_t ino, size_t buckets)
+{
+	return (size_t)((ino * 0x9e3779b97f4a7c15ULL) >> 17) & (buckets - 1);
+}
+
+static size_t hash_name(uint64_t parent, const char *name, size_t buckets)
+{
+	uint64_t h = 1469598103934665603ULL ^ parent;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+		h ^= *p;
+		h *= 1099511628211ULL;
+	}
+	return (size_t)(h ^ (h >> 29)) & (buckets - 1);
+}
+
+static int grow(struct node_table *nt)
+{
+	size_t nb = nt->ino_buckets * 2;
+	struct node **by_ino = calloc(nb, sizeof(*by_ino));
+	struct node **by_name = calloc(nb, sizeof(*by_name));
+	if (!by_ino || !by_name) {
+		free(by_ino);
+		free(by_name);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nt->ino_buckets; i++) {
+		struct node *n = nt->by_ino[i], *next;
+		for (; n; n = next) {
+			next = n->ino_next;
+			size_t h = hash_ino(n->ino, nb);
+			n->ino_next = by_ino[h];
+			by_ino[h] = n;
+		}
+		n = nt->by_name[i];
+		for (; n; n = next) {
+			next = n->name_next;
+			size_t h = hash_name(n->parent->ino, n->name, nb);
+			n->name_next = by_name[h];
+			by_name[h] = n;
+		}
+	}
+	free(nt->by_ino);
+	free(nt->by_name);
+	nt->by_ino = by_ino;
+	nt->by_name = by_name;
+	nt->ino_buckets = nt->name_buckets = nb;
+	return 0;
+}
+
+static void ino_insert(struct node_table *nt, struct node *n)
+{
+	size_t h = hash_ino(n->ino, nt->ino_buckets);
+	n->ino_next = nt->by_ino[h];
+	nt->by_ino[h] = n;
+}
+
+static void ino_remove(struct node_table *nt, struct node *n)
+{
+	struct node **pp = &nt->by_ino[hash_ino(n->ino, nt->ino_buckets)];
+	for (; *pp; pp = &(*pp)->ino_next) {
+		if (*pp == n) {
+			*pp = n->ino_next;
+			return;
+		}
+	}
+}
+
+static void name_insert(struct node_table *nt, struct node *n)
+{
+	size_t h = hash_name(n->parent->ino, n->name, nt->name_buckets);
+	n->name_next = nt->by_name[h];
+	nt->by_name[h] = n;
+	/* and into the parent's list of children */
+	n->sib_prev = NULL;
+	n->sib_next = n->parent->child_first;
+	if (n->sib_next)
+		n->sib_next->sib_prev = n;
+	n->parent->child_first = n;
+}
+
+static void name_remove(struct node_table *nt, struct node *n)
+{
+	struct node **pp =
+		&nt->by_name[hash_name(n->parent->ino, n->name,
+				       nt->name_buckets)];
+	for (; *pp; pp = &(*pp)->name_next) {
+		if (*pp == n) {
+			*pp = n->name_next;
+			break;
+		}
+	}
+	if (n->sib_prev)
+		n->sib_prev->sib_next = n->sib_next;
+	else
+		n->parent->child_first = n->sib_next;
+	if (n->sib_next)
+		n->sib_next->sib_prev = n->sib_prev;
+	n->sib_next = n->sib_prev = NULL;
+}
+
+int node_table_init(struct node_table *nt, const char *root_path)
+{
+	memset(nt, 0, sizeof(*nt));
+	pthread_mutex_init(&nt->lock, NULL);
+	nt->ino_buckets = nt->name_buckets = 1024;
+	nt->by_ino = calloc(nt->ino_buckets, sizeof(*nt->by_ino));
+	nt->by_name = calloc(nt->name_buckets, sizeof(*nt->by_name));
+	nt->root = calloc(1, sizeof(*nt->root));
+	if (!nt->by_ino || !nt->by_name || !nt->root)
+		return -ENOMEM;
+	nt->root->ino = NODE_ROOT_INO;
+	nt->root->name = strdup(root_path);
+	nt->root->nlookup = 1;
+	nt->root->refs = 1;
+	if (!nt->root->name)
+		return -ENOMEM;
+	nt->next_ino = NODE_ROOT_INO + 1;
+	ino_insert(nt, nt->root);
+	nt->count = 1;
+	return 0;
+}
+
+static void node_free(struct node_table *nt, struct node *n)
+{
+	if (nt->on_free)
+		nt->on_free(n, nt->on_free_arg);
+	free(n->name);
+	free(n->link_target);
+	free(n);
+}
+
+void node_table_release(struct node_table *nt)
+{
+	for (size_t i = 0; nt->by_ino && i < nt->ino_buckets; i++) {
+		struct node *n = nt->by_ino[i], *next;
+		for (; n; n = next) {
+			next = n->ino_next;
+			node_free(nt, n);
+		}
+	}
+	free(nt->by_ino);
+	free(nt->by_name);
+	pthread_mutex_destroy(&nt->lock);
+	memset(nt, 0, sizeof(*nt));
+}
+
+struct node *node_by_ino(struct node_table *nt, uint64_t ino)
+{
+	struct node *n = nt->by_ino[hash_ino(ino, nt->ino_buckets)];
+	for (; n; n = n->ino_next)
+		if (n->ino == ino)
+			return n;
+	return NULL;
+}
+
+struct node *node_child(struct node_table *nt, struct node *parent,
+			const char *name)
+{
+	struct node *n =
+		nt->by_name[hash_name(parent->ino, name, nt->name_buckets)];
+	for (; n; n = n->name_next)
+		if (n->parent == parent && strcmp(n->name, name) == 0)
+			return n;
+	return NULL;
+}
+
+struct node *node_child_get(struct node_table *nt, struct node *parent,
+			    const char *name)
+{
+	struct node *n = node_child(nt, parent, name);
+	if (n)
+		return n;
+	if (nt->count >= nt->ino_buckets * 2 && grow(nt))
+		return NULL;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->name = strdup(name);
+	if (!n->name) {
+		free(n);
+		return NULL;
+	}
+	n->ino = nt->next_ino++;
+	n->parent = parent;
+	ino_insert(nt, n);
+	name_insert(nt, n);
+	nt->count++;
+	return n;
+}
+
+void node_unlink(struct node_table *nt, struct node *n)
+{
+	/* stale children (negative entries, forgotten names) go too */
+	while (n->child_first)
+		node_unlink(nt, n->child_first);
+	if (!n->parent)
+		return;
+	name_remove(nt, n);
+	n->parent = NULL;
+	n->unlinked = true;
+	n->attr_valid = false;
+	node_maybe_free(nt, n);
+}
+
+int node_move(struct node_table *nt, struct node *n, struct node *parent,
+	      const char *name)
+{
+	char *copy = strdup(name);
+	if (!copy)
+		return -ENOMEM;
+	struct node *old = node_child(nt, parent, name);
+	if (old && old != n) {
+		node_ref(old);
+		node_unlink(nt, old);
+		node_unref(nt, old);
+	}
+	if (n->parent)
+		name_remove(nt, n);
+	free(n->name);
+	n->name = copy;
+	n->parent = parent;
+	n->unlinked = false;
+	name_insert(nt, n);
+	n->listed_gen = parent->list_gen;
+	return 0;
+}
+
+void node_maybe_free(struct node_table *nt, struct node *n)
+{
+	if (n == nt->root || n->parent || n->nlookup || n->refs ||
+	    n->child_first)
+		return;
+	ino_remove(nt, n);
+	nt->count--;
+	node_free(nt, n);
+}
+
+void node_ref(struct node *n)
+{
+	n->refs++;
+}
+
+void node_unref(struct node_table *nt, struct node *n)
+{
+	if (n->refs)
+		n->refs--;
+	node_maybe_free(nt, n);
+}
+
+char *node_path(struct node_table *nt, const struct node *n)
+{
+	size_t len = 0;
+	const struct node *p;
+
+	for (p = n; p && p != nt->root; p = p->parent) {
+		if (!p->parent)
+			return NULL; /* unlinked somewhere on the way */
+		len += strlen(p->name) + 1;
+	}
+	if (!p)
+		return NULL;
+	size_t rlen = strlen(nt->root->name);
+	bool slash_root = rlen == 1; /* "/" */
+	char *out = malloc(rlen + len + 1);
+	if (!out)
+		return NULL;
+	size_t pos = (slash_root ? 0 : rlen) + len;
+	out[pos] = '\0';
+	for (p = n; p != nt->root; p = p->parent) {
+		size_t l = strlen(p->name);
+		pos -= l;
+		memcpy(out + pos, p->name, l);
+		out[--pos] = '/';
+	}
+	if (!slash_root)
+		memcpy(out, nt->root->name, rlen);
+	else if (n == nt->root)
+		strcpy(out, "/");
+	return out;
+}
+
+char *node_child_path(struct node_table *nt, const struct node *parent,
+		      const char *name)
+{
+	char *pp = node_path(nt, parent);
+	if (!pp)
+		return NULL;
+	size_t a = strlen(pp), b = strlen(name);
+	bool slash = a == 1 && pp[0] == '/';
+	char *out = malloc(a + b + 2);
+	if (out) {
+		memcpy(out, pp, a);
+		size_t pos = a;
+		if (!slash)
+			out[pos++] = '/';
+		memcpy(out + pos, name, b + 1);
+	}
+	free(pp);
+	return out;
+}
+
+bool node_is_below(const struct node *n, const struct node *anc)
+{
+	for (; n; n = n->parent)
+		if (n == anc)
+			return true;
+	return false;
+}
+
+void node_set_attr(struct node *n, const struct fattr *a, long long expiry)
+{
+	n->attr = *a;
+	n->attr_valid = true;
+	n->attr_expiry = expiry;
+	n->neg_expiry = 0;
+}
+
+void node_set_negative(struct node *n, long long expiry)
+{
+	n->attr_valid = false;
+	n->neg_expiry = expiry;
+	n->list_valid = false;
+}
+
+bool node_attr_fresh(const struct node *n, long long now)
+{
+	return n->attr_valid && now < n->attr_expiry;
+}
+
+bool node_negative(const struct node *n, long long now)
+{
+	return n->neg_expiry && now < n->neg_expiry;
+}
+
+void node_invalidate(struct node *n)
+{
+	n->attr_expiry = 0;
+	n->list_valid = false;
+	n->neg_expiry = 0;
+	free(n->link_target);
+	n->link_target = NULL;
+}
+
+void node_for_each(struct node_table *nt,
+		   void (*fn)(struct node *n, void *arg), void *arg)
+{
+	for (size_t i = 0; i < nt->ino_buckets; i++)
+		for (struct node *n = nt->by_ino[i]; n; n = n->ino_next)
+			fn(n, arg);
+}
+
+static void invalidate_one(struct node *n, void *arg)
+{
+	(void)arg;
+	node_invalidate(n);
+}
+
+void node_invalidate_all(struct node_table *nt)
+{
+	node_for_each(nt, invalidate_one, NULL);
+}

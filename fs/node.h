@@ -1,0 +1,136 @@
+/*
+ * node.h - the inode table: one node per name of the sandbox tree seen
+ * through the mount, with its cached attributes and (for a directory) its
+ * cached listing.
+ *
+ * A node's inode number is given once and kept for as long as the mount
+ * lives and the name exists (git compares inode numbers), also when the
+ * kernel forgets it. Nodes form a tree by parent pointer and name, so a
+ * rename moves a whole subtree by relinking one node.
+ *
+ * Locking: every field of every node, and the tables, are guarded by
+ * nt->lock (one mutex: critical sections are short and never do I/O).
+ * A node stays allocated while it has kernel lookups, open handles, or
+ * in-flight references (node_ref/node_unref), or while it still has a
+ * name in the tree.
+ */
+#ifndef OSBFS_NODE_H
+#define OSBFS_NODE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "osb.h"
+
+#define NODE_ROOT_INO 1
+
+/* What the sandbox says of one name. */
+struct fattr {
+	enum osb_ftype type;
+	int64_t size;
+	mode_t mode;            /* permission bits (and special bits) */
+	struct timespec mtime;
+	struct timespec ctime;
+	char owner[64];         /* names in the sandbox */
+	char group[64];
+};
+
+struct cfile;
+
+struct node {
+	uint64_t ino;
+	struct node *parent;    /* NULL for the root and for unlinked nodes */
+	char *name;
+	uint64_t nlookup;       /* the kernel's references */
+	unsigned refs;          /* ours: handles, in-flight operations */
+	bool unlinked;          /* no longer in the tree */
+
+	/* attribute cache */
+	bool attr_valid;
+	long long attr_expiry;  /* monotonic ms */
+	struct fattr attr;
+	/* negative entry: the name is known not to exist until neg_expiry */
+	long long neg_expiry;
+
+	/* directory listing cache: children listed at list_gen */
+	bool list_valid;
+	long long list_expiry;
+	uint64_t list_gen;      /* bumped when the listing is refetched */
+	uint64_t listed_gen;    /* the parent's list_gen when we were in it */
+	uint64_t change_gen;    /* bumped by every change we make under a dir */
+
+	char *link_target;      /* cached readlink */
+
+	struct cfile *cf;       /* local content (cache.h), or NULL */
+
+	/* hash chains */
+	struct node *ino_next;
+	struct node *name_next;
+	/* children list (for subtree walks) */
+	struct node *child_first;
+	struct node *sib_next, *sib_prev;
+};
+
+struct node_table {
+	pthread_mutex_t lock;
+	uint64_t next_ino;
+	struct node **by_ino;
+	size_t ino_buckets;
+	struct node **by_name;
+	size_t name_buckets;
+	size_t count;
+	struct node *root;
+	/* called when a node is freed (with the lock held) */
+	void (*on_free)(struct node *n, void *arg);
+	void *on_free_arg;
+};
+
+int node_table_init(struct node_table *nt, const char *root_path);
+void node_table_release(struct node_table *nt);
+
+/* All below: caller holds nt->lock. */
+
+struct node *node_by_ino(struct node_table *nt, uint64_t ino);
+struct node *node_child(struct node_table *nt, struct node *parent,
+			const char *name);
+/* The child @name of @parent, made if missing (no attributes yet). NULL
+ * on ENOMEM. */
+struct node *node_child_get(struct node_table *nt, struct node *parent,
+			    const char *name);
+/* Detaches @n from the tree (it keeps its inode until forgotten). */
+void node_unlink(struct node_table *nt, struct node *n);
+/* Moves @n to (@parent, @name); an existing node there is unlinked
+ * first. 0 or -ENOMEM. */
+int node_move(struct node_table *nt, struct node *n, struct node *parent,
+	      const char *name);
+/* Frees @n if nothing holds it any more. */
+void node_maybe_free(struct node_table *nt, struct node *n);
+void node_ref(struct node *n);
+void node_unref(struct node_table *nt, struct node *n);
+/* The full sandbox path of @n (malloc'd), NULL if unlinked or ENOMEM. */
+char *node_path(struct node_table *nt, const struct node *n);
+/* The sandbox path of child @name of @parent (malloc'd). */
+char *node_child_path(struct node_table *nt, const struct node *parent,
+		      const char *name);
+/* Whether @n is @anc or below it. */
+bool node_is_below(const struct node *n, const struct node *anc);
+
+/* Cache state helpers. */
+void node_set_attr(struct node *n, const struct fattr *a, long long expiry);
+void node_set_negative(struct node *n, long long expiry);
+bool node_attr_fresh(const struct node *n, long long now);
+bool node_negative(const struct node *n, long long now);
+/* Drops cached attributes and listing of @n. */
+void node_invalidate(struct node *n);
+/* Drops every cached attribute, listing and negative entry. */
+void node_invalidate_all(struct node_table *nt);
+/* Calls @fn for each node; @fn may not free nodes. */
+void node_for_each(struct node_table *nt,
+		   void (*fn)(struct node *n, void *arg), void *arg);
+
+long long mono_ms(void);
+
+#endif /* OSBFS_NODE_H */

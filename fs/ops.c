@@ -1,0 +1,618 @@
+/*
+ * ops.c - FUSE ops on inodes: lookup, getattr, setattr, forget, access,
+ * statfs, init; and the helpers every op shares (held nodes, attribute
+ * fetching, entries).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "log.h"
+#include "ops.h"
+#include "writeback.h"
+
+#define STATFS_CACHE_MS 30000
+
+int held_get(struct osbfs *fs, fuse_ino_t ino, struct held *ret)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *n = node_by_ino(&fs->nodes, ino);
+	char *path = n ? node_path(&fs->nodes, n) : NULL;
+	if (path)
+		node_ref(n);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!path)
+		return n ? -ENOENT : -ESTALE;
+	ret->n = n;
+	ret->path = path;
+	return 0;
+}
+
+int held_child(struct osbfs *fs, fuse_ino_t parent, const char *name,
+	       struct held *ret)
+{
+	int rc = 0;
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *p = node_by_ino(&fs->nodes, parent);
+	struct node *n = p && !p->unlinked ?
+				 node_child_get(&fs->nodes, p, name) :
+				 NULL;
+	char *path = n ? node_path(&fs->nodes, n) : NULL;
+	if (path)
+		node_ref(n);
+	else
+		rc = !p || p->unlinked ? -ENOENT : -ENOMEM;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (rc)
+		return rc;
+	ret->n = n;
+	ret->path = path;
+	return 0;
+}
+
+void held_put(struct osbfs *fs, struct held *h)
+{
+	if (!h->n)
+		return;
+	pthread_mutex_lock(&fs->nodes.lock);
+	node_unref(&fs->nodes, h->n);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	free(h->path);
+	h->n = NULL;
+	h->path = NULL;
+}
+
+int name_check(const char *name)
+{
+	size_t n = strlen(name);
+	if (n > 255)
+		return -ENAMETOOLONG;
+	if (!n || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return -EINVAL;
+	if (!osb_utf8_valid(name, n))
+		return -EILSEQ;
+	return 0;
+}
+
+static mode_t type_bits(enum osb_ftype t)
+{
+	switch (t) {
+	case OSB_DIR:
+		return S_IFDIR;
+	case OSB_SYMLINK:
+		return S_IFLNK;
+	case OSB_OTHER:
+		return S_IFIFO;
+	default:
+		return S_IFREG;
+	}
+}
+
+void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
+{
+	const struct fattr *a = &n->attr;
+	const struct cfile *cf = n->cf;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = n->ino;
+	st->st_mode = type_bits(a->type) | (a->mode & 07777);
+	st->st_nlink = a->type == OSB_DIR ? 2 : 1;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_size = a->size;
+	st->st_mtim = a->mtime;
+	st->st_atim = a->mtime;
+	st->st_ctim = a->ctime.tv_sec ? a->ctime : a->mtime;
+	if (cf && cf->dirty) {
+		/* local changes the sandbox has not seen yet */
+		st->st_size = cf->size;
+		st->st_mtim = cf->mtime;
+		st->st_atim = cf->times_set ? cf->atime : cf->mtime;
+		st->st_mode = S_IFREG | (cf->mode & 07777);
+		if (st->st_ctim.tv_sec < cf->mtime.tv_sec)
+			st->st_ctim = cf->mtime;
+	}
+	st->st_blksize = 128 * 1024;
+	st->st_blocks = (st->st_size + 511) / 512;
+}
+
+static bool has_local(const struct node *n)
+{
+	return n->cf && n->cf->dirty;
+}
+
+static void fill_entry(struct osbfs *fs, struct node *n,
+		       struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = n->ino;
+	e->attr_timeout = fs->opt->attr_timeout_ms / 1000.0;
+	e->entry_timeout = fs->opt->attr_timeout_ms / 1000.0;
+	node_stat(fs, n, &e->attr);
+}
+
+void reply_node_entry(fuse_req_t req, struct osbfs *fs, struct node *n)
+{
+	struct fuse_entry_param e;
+	pthread_mutex_lock(&fs->nodes.lock);
+	fill_entry(fs, n, &e);
+	n->nlookup++;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (fuse_reply_entry(req, &e) == -ENOENT) {
+		/* the request was interrupted: the kernel took no ref */
+		pthread_mutex_lock(&fs->nodes.lock);
+		n->nlookup--;
+		node_maybe_free(&fs->nodes, n);
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+}
+
+void reply_negative(fuse_req_t req, struct osbfs *fs)
+{
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	e.entry_timeout = fs->opt->negative_timeout_ms / 1000.0;
+	fuse_reply_entry(req, &e);
+}
+
+int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
+{
+	long long now = mono_ms();
+	struct fattr a;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	if (node_negative(h->n, now)) {
+		pthread_mutex_unlock(&fs->nodes.lock);
+		return -ENOENT;
+	}
+	if (has_local(h->n) || node_attr_fresh(h->n, now)) {
+		if (ret)
+			*ret = h->n->attr;
+		pthread_mutex_unlock(&fs->nodes.lock);
+		return 0;
+	}
+	uint64_t gen = h->n->parent ? h->n->parent->change_gen : 0;
+	pthread_mutex_unlock(&fs->nodes.lock);
+
+	int rc = remote_stat(fs, h->path, &a);
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	/* a change we made meanwhile wins over what was fetched */
+	bool raced = h->n->parent && h->n->parent->change_gen != gen;
+	if (rc == -ENOENT && !raced && !has_local(h->n)) {
+		node_set_negative(h->n, now + fs->opt->negative_timeout_ms);
+	} else if (!rc && !raced && !has_local(h->n)) {
+		node_set_attr(h->n, &a, mono_ms() + fs->opt->attr_timeout_ms);
+	}
+	if (!rc && ret)
+		*ret = has_local(h->n) || raced ? h->n->attr : a;
+	if (rc && (raced || has_local(h->n)) && h->n->attr_valid) {
+		rc = 0;
+		if (ret)
+			*ret = h->n->attr;
+	}
+	if (h->n->cf && !rc && !has_local(h->n)) {
+		pthread_mutex_lock(&fs->cache.lock);
+		struct cfile *cf = h->n->cf;
+		if (cf->base == BASE_KNOWN &&
+		    (cf->base_size != a.size ||
+		     cf->base_mtime.tv_sec != a.mtime.tv_sec ||
+		     cf->base_mtime.tv_nsec != a.mtime.tv_nsec) &&
+		    !cf->opens)
+			cache_drop_content(&fs->cache, cf);
+		pthread_mutex_unlock(&fs->cache.lock);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return rc;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct osbfs *fs = userdata;
+	(void)fs;
+	/* the kernel's writeback cache stays off: unsafe for a network
+	 * filesystem (sshfs removed it after data loss on append) */
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+	/* no remote locks: the kernel's local locking applies */
+	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	conn->max_write = 1024 * 1024;
+	conn->max_readahead = 1024 * 1024;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held h;
+	long long now = mono_ms();
+	int rc;
+
+	atomic_store(&fs->last_activity, now);
+	if (ctl_is_ino(parent)) {
+		ctl_lookup(req, parent, name);
+		return;
+	}
+	if (parent == NODE_ROOT_INO && strcmp(name, fs->opt->control_dir) == 0) {
+		ctl_lookup_root(req);
+		return;
+	}
+	if (strlen(name) > 255) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	if (!osb_utf8_valid(name, strlen(name))) {
+		/* no such name can exist in the sandbox */
+		reply_negative(req, fs);
+		return;
+	}
+
+	/* answered from the caches? */
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *p = node_by_ino(&fs->nodes, parent);
+	if (!p || p->unlinked) {
+		pthread_mutex_unlock(&fs->nodes.lock);
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	struct node *c = node_child(&fs->nodes, p, name);
+	bool listed = p->list_valid && now < p->list_expiry;
+	if (c && (has_local(c) || node_attr_fresh(c, now))) {
+		pthread_mutex_unlock(&fs->nodes.lock);
+		reply_node_entry(req, fs, c);
+		return;
+	}
+	if ((c && node_negative(c, now)) ||
+	    (listed && (!c || c->listed_gen != p->list_gen))) {
+		pthread_mutex_unlock(&fs->nodes.lock);
+		reply_negative(req, fs);
+		return;
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+
+	rc = held_child(fs, parent, name, &h);
+	if (!rc)
+		rc = node_attr(fs, &h, NULL);
+	if (rc == -ENOENT)
+		reply_negative(req, fs);
+	else if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_node_entry(req, fs, h.n);
+	held_put(fs, &h);
+}
+
+static void forget_one(struct osbfs *fs, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct node *n = node_by_ino(&fs->nodes, ino);
+	if (!n)
+		return;
+	n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
+	node_maybe_free(&fs->nodes, n);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct osbfs *fs = req_fs(req);
+	if (ctl_is_ino(ino)) {
+		ctl_forget(ino, nlookup);
+	} else {
+		pthread_mutex_lock(&fs->nodes.lock);
+		forget_one(fs, ino, nlookup);
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	struct osbfs *fs = req_fs(req);
+	pthread_mutex_lock(&fs->nodes.lock);
+	for (size_t i = 0; i < count; i++)
+		if (!ctl_is_ino(forgets[i].ino))
+			forget_one(fs, forgets[i].ino, forgets[i].nlookup);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	for (size_t i = 0; i < count; i++)
+		if (ctl_is_ino(forgets[i].ino))
+			ctl_forget(forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void reply_attr_of(fuse_req_t req, struct osbfs *fs, struct node *n)
+{
+	struct stat st;
+	pthread_mutex_lock(&fs->nodes.lock);
+	node_stat(fs, n, &st);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	fuse_reply_attr(req, &st, fs->opt->attr_timeout_ms / 1000.0);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held h;
+	(void)fi;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(ino)) {
+		ctl_getattr(req, ino);
+		return;
+	}
+	int rc = held_get(fs, ino, &h);
+	if (!rc)
+		rc = node_attr(fs, &h, NULL);
+	if (rc)
+		fuse_reply_err(req, rc == -ESTALE ? ENOENT : -rc);
+	else
+		reply_attr_of(req, fs, h.n);
+	held_put(fs, &h);
+}
+
+/* truncate(2)/ftruncate(2): the file is made whole locally, cut, and
+ * uploaded later like any write. */
+static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
+{
+	struct fattr a;
+	int rc = node_attr(fs, h, &a);
+	if (rc)
+		return rc;
+	if (a.type == OSB_DIR)
+		return -EISDIR;
+	if (a.type != OSB_FILE)
+		return -EINVAL;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct cfile *cf = cache_attach(&fs->cache, h->n);
+	if (cf)
+		cache_ref(&fs->cache, cf);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!cf)
+		return -ENOMEM;
+	if (size > 0)
+		rc = file_make_complete(fs, h, cf);
+	int fd = rc ? -1 : cache_fd(&fs->cache, cf);
+	if (!rc && fd < 0)
+		rc = fd;
+	if (!rc && ftruncate(fd, size) < 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		pthread_mutex_lock(&fs->cache.lock);
+		if (!cf->dirty) {
+			cf->mode = a.mode;
+			memcpy(cf->owner, a.owner, sizeof(cf->owner));
+			memcpy(cf->group, a.group, sizeof(cf->group));
+			if (cf->base == BASE_UNKNOWN && size == 0) {
+				cf->base = BASE_KNOWN;
+				cf->base_size = a.size;
+				cf->base_mtime = a.mtime;
+			}
+		}
+		cf->size = size;
+		cf->complete = true;
+		cf->next = 0;
+		clock_gettime(CLOCK_REALTIME, &cf->mtime);
+		pthread_mutex_unlock(&fs->cache.lock);
+		pthread_mutex_unlock(&fs->nodes.lock);
+		rc = cache_dirty(&fs->cache, cf, h->path);
+		pthread_mutex_lock(&fs->cache.lock);
+		bool open_writers = cf->writers > 0;
+		pthread_mutex_unlock(&fs->cache.lock);
+		if (!open_writers)
+			wb_schedule(fs, cf, fs->opt->writeback_delay_ms);
+	}
+	cache_unref(&fs->cache, cf);
+	return rc;
+}
+
+static int do_chmod(struct osbfs *fs, struct held *h, mode_t mode)
+{
+	struct fattr a;
+	int rc = node_attr(fs, h, &a);
+	if (rc)
+		return rc;
+	mode &= 07777;
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct cfile *cf = h->n->cf;
+	bool local = cf && cf->dirty;
+	if (local) {
+		pthread_mutex_lock(&fs->cache.lock);
+		cf->mode = mode;
+		if (mode & 07000 || !(mode & 0777))
+			cf->chmod_needed = true;
+		pthread_mutex_unlock(&fs->cache.lock);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (local)
+		return cache_dirty(&fs->cache, cf, h->path);
+	if (a.type == OSB_SYMLINK)
+		return 0; /* Linux has no mode on symlinks */
+	rc = remote_chmod(fs, h->path, mode, a.owner, a.group);
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		h->n->attr.mode = mode;
+		clock_gettime(CLOCK_REALTIME, &h->n->attr.ctime);
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	return rc;
+}
+
+static void now_or(const struct timespec *t, bool now, struct timespec *out)
+{
+	if (now)
+		clock_gettime(CLOCK_REALTIME, out);
+	else
+		*out = *t;
+}
+
+static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
+		    int to_set)
+{
+	struct fattr a;
+	int rc = node_attr(fs, h, &a);
+	if (rc)
+		return rc;
+	struct timespec mt = a.mtime, at = { 0, UTIME_OMIT };
+	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
+		now_or(&attr->st_mtim, to_set & FUSE_SET_ATTR_MTIME_NOW, &mt);
+	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW))
+		now_or(&attr->st_atim, to_set & FUSE_SET_ATTR_ATIME_NOW, &at);
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct cfile *cf = h->n->cf;
+	bool local = cf && cf->dirty;
+	if (local) {
+		pthread_mutex_lock(&fs->cache.lock);
+		cf->mtime = mt;
+		cf->atime = at.tv_nsec == UTIME_OMIT ? mt : at;
+		cf->times_set = true;
+		pthread_mutex_unlock(&fs->cache.lock);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (local)
+		return cache_dirty(&fs->cache, cf, h->path);
+
+	struct rtimes t = { .path = h->path, .mtime = mt, .atime = at,
+			    .nofollow = a.type == OSB_SYMLINK };
+	rc = remote_times(fs, &t, 1);
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		h->n->attr.mtime = mt;
+		pthread_mutex_lock(&fs->cache.lock);
+		if (h->n->cf && h->n->cf->base == BASE_KNOWN)
+			h->n->cf->base_mtime = mt; /* our own change */
+		pthread_mutex_unlock(&fs->cache.lock);
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	return rc;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held h;
+	int rc;
+	(void)fi;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(ino)) {
+		ctl_setattr(req, ino, attr, to_set);
+		return;
+	}
+	rc = held_get(fs, ino, &h);
+	if (rc) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		/* every file shows as the mount's user; changing that is
+		 * not something the sandbox's names can express */
+		if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != fs->uid) ||
+		    ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != fs->gid))
+			rc = -EPERM;
+	}
+	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
+		rc = do_truncate(fs, &h, attr->st_size);
+	if (!rc && (to_set & FUSE_SET_ATTR_MODE))
+		rc = do_chmod(fs, &h, attr->st_mode);
+	if (!rc && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+			      FUSE_SET_ATTR_ATIME_NOW |
+			      FUSE_SET_ATTR_MTIME_NOW)))
+		rc = do_times(fs, &h, attr, to_set);
+	if (!rc)
+		rc = node_attr(fs, &h, NULL);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_attr_of(req, fs, h.n);
+	held_put(fs, &h);
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held h;
+	struct fattr a;
+
+	if (ctl_is_ino(ino)) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	int rc = held_get(fs, ino, &h);
+	if (!rc)
+		rc = node_attr(fs, &h, &a);
+	if (!rc && (mask & X_OK) && a.type == OSB_FILE) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		mode_t m = h.n->cf && h.n->cf->dirty ? h.n->cf->mode : a.mode;
+		pthread_mutex_unlock(&fs->nodes.lock);
+		if (!(m & 0111))
+			rc = -EACCES;
+	}
+	fuse_reply_err(req, rc ? (rc == -ESTALE ? ENOENT : -rc) : 0);
+	held_put(fs, &h);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct osbfs *fs = req_fs(req);
+	struct statvfs st;
+	long long now = mono_ms();
+	(void)ino;
+
+	pthread_mutex_lock(&fs->statfs_lock);
+	bool fresh = now < fs->statfs_expiry;
+	st = fs->statfs;
+	pthread_mutex_unlock(&fs->statfs_lock);
+	if (!fresh && remote_statfs(fs, fs->root, &st) == 0) {
+		pthread_mutex_lock(&fs->statfs_lock);
+		fs->statfs = st;
+		fs->statfs_expiry = now + STATFS_CACHE_MS;
+		pthread_mutex_unlock(&fs->statfs_lock);
+	}
+	if (!st.f_bsize) {
+		/* never fail df: plausible numbers until the sandbox says */
+		memset(&st, 0, sizeof(st));
+		st.f_bsize = st.f_frsize = 4096;
+		st.f_blocks = st.f_bfree = st.f_bavail = 1ull << 28;
+		st.f_files = st.f_ffree = st.f_favail = 1ull << 24;
+	}
+	st.f_namemax = 255;
+	fuse_reply_statfs(req, &st);
+}
+
+static struct fuse_lowlevel_ops make_ops(void)
+{
+	struct fuse_lowlevel_ops ops = {
+		.init = op_init,
+		.lookup = op_lookup,
+		.forget = op_forget,
+		.forget_multi = op_forget_multi,
+		.getattr = op_getattr,
+		.setattr = op_setattr,
+		.access = op_access,
+		.statfs = op_statfs,
+	};
+	return ops;
+}
+
+struct fuse_lowlevel_ops osbfs_make_ops(void)
+{
+	struct fuse_lowlevel_ops ops = make_ops();
+	op_dir_register(&ops);
+	op_file_register(&ops);
+	return ops;
+}

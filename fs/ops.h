@@ -1,0 +1,68 @@
+/*
+ * ops.h - the FUSE low-level operations and the helpers they share.
+ *
+ * ops.c       lookup, getattr, setattr, forget, access, statfs, init
+ * ops_dir.c   opendir/readdir(plus)/releasedir, mkdir, rmdir, unlink,
+ *             rename, symlink, readlink, link
+ * ops_file.c  open, create, read, write, flush, release, fsync
+ *
+ * Every op reads as: validate -> cache lookup -> remote call -> cache
+ * update -> reply. Nothing is held locked across a remote call.
+ */
+#ifndef OSBFS_OPS_H
+#define OSBFS_OPS_H
+
+#include "osbfs.h"
+#include "remote.h"
+
+/* The operation table (ops.c fills its part, then the others'). */
+struct fuse_lowlevel_ops osbfs_make_ops(void);
+void op_dir_register(struct fuse_lowlevel_ops *ops);
+void op_file_register(struct fuse_lowlevel_ops *ops);
+
+static inline struct osbfs *req_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* A held node: the node (with a ref) and its sandbox path. */
+struct held {
+	struct node *n;
+	char *path;
+};
+/* Takes a ref on node @ino and its path. -ENOENT if unknown/unlinked. */
+int held_get(struct osbfs *fs, fuse_ino_t ino, struct held *ret);
+/* The child @name of @parent (made if missing), with a ref and path. */
+int held_child(struct osbfs *fs, fuse_ino_t parent, const char *name,
+	       struct held *ret);
+void held_put(struct osbfs *fs, struct held *h);
+
+/* Checks a new name: -ENAMETOOLONG, -EILSEQ (not UTF-8), -EINVAL. */
+int name_check(const char *name);
+
+/* The attributes of @n, fetched if stale. -ENOENT if it is gone. */
+int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret);
+/* struct stat for @n (nodes lock held): cache data overrides. */
+void node_stat(struct osbfs *fs, const struct node *n, struct stat *st);
+/* Replies with an entry for @n (takes a lookup reference). */
+void reply_node_entry(fuse_req_t req, struct osbfs *fs, struct node *n);
+/* Replies a negative entry (the name does not exist). */
+void reply_negative(fuse_req_t req, struct osbfs *fs);
+
+/* The directory @h's listing, fetched if stale; children updated. */
+int dir_load(struct osbfs *fs, struct held *h);
+/* A change made under directory @parent: its listing stays valid with
+ * @child in it (or out of it, with @child NULL). Nodes lock held. */
+void dir_changed(struct osbfs *fs, struct node *parent, struct node *child);
+
+/* Downloads whatever of [off, off+len) the cache file lacks. */
+int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf,
+	       int64_t off, int64_t len);
+/* Makes the whole file local (before a write or a truncate). */
+int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf);
+
+/* Drops every cache, also the kernel's (from a thread that is not
+ * serving a request). */
+void fs_invalidate_all(struct osbfs *fs);
+
+#endif /* OSBFS_OPS_H */

@@ -1,0 +1,765 @@
+/*
+ * ops_dir.c - FUSE ops on names: listings (readdirplus, filled from one
+ * listing call that also answers every child's getattr), mkdir, rmdir,
+ * unlink, rename, symlink, readlink, link.
+ */
+#include <errno.h>
+#include <stdio.h> /* RENAME_* */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctl.h"
+#include "log.h"
+#include "ops.h"
+#include "writeback.h"
+
+static bool has_local(const struct node *n)
+{
+	return n->cf && n->cf->dirty;
+}
+
+int dir_load(struct osbfs *fs, struct held *h)
+{
+	struct rdent *ents = NULL;
+	size_t n = 0;
+	long long now = mono_ms();
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *d = h->n;
+	if (d->list_valid && now < d->list_expiry) {
+		pthread_mutex_unlock(&fs->nodes.lock);
+		return 0;
+	}
+	uint64_t gen = d->change_gen;
+	pthread_mutex_unlock(&fs->nodes.lock);
+
+	int rc = remote_list(fs, h->path, &ents, &n);
+	if (rc) {
+		if (rc == -ENOENT) {
+			pthread_mutex_lock(&fs->nodes.lock);
+			if (d->change_gen == gen && d != fs->nodes.root)
+				node_set_negative(d, now +
+						  fs->opt->negative_timeout_ms);
+			pthread_mutex_unlock(&fs->nodes.lock);
+		}
+		return rc;
+	}
+
+	now = mono_ms();
+	pthread_mutex_lock(&fs->nodes.lock);
+	bool root = d == fs->nodes.root;
+	d->list_gen++;
+	for (size_t i = 0; i < n; i++) {
+		if (root && strcmp(ents[i].name, fs->opt->control_dir) == 0)
+			continue; /* the control tree hides a real one */
+		struct node *c = node_child_get(&fs->nodes, d, ents[i].name);
+		if (!c)
+			continue;
+		c->listed_gen = d->list_gen;
+		if (!has_local(c) && d->change_gen == gen)
+			node_set_attr(c, &ents[i].attr,
+				      now + fs->opt->attr_timeout_ms);
+	}
+	for (struct node *c = d->child_first; c; c = c->sib_next) {
+		if (c->listed_gen == d->list_gen)
+			continue;
+		if (has_local(c)) {
+			c->listed_gen = d->list_gen; /* not uploaded yet */
+		} else if (d->change_gen == gen) {
+			c->attr_valid = false;
+			c->neg_expiry = now + fs->opt->negative_timeout_ms;
+		}
+	}
+	/* a change of ours raced the listing: use it once, keep it not */
+	d->list_valid = d->change_gen == gen;
+	d->list_expiry = now + fs->opt->dir_timeout_ms;
+	d->neg_expiry = 0;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	rdent_array_free(ents, n);
+	return 0;
+}
+
+void dir_changed(struct osbfs *fs, struct node *parent, struct node *child)
+{
+	(void)fs;
+	parent->change_gen++;
+	if (child) {
+		child->listed_gen = parent->list_gen;
+		child->neg_expiry = 0;
+	}
+}
+
+/* ---- listings ---- */
+
+struct dent {
+	char *name;
+	struct node *node;      /* NULL for . and .. and the control dir */
+	fuse_ino_t ino;
+	mode_t type;
+};
+
+struct dirh {
+	struct dent *e;
+	size_t n;
+};
+
+static int dent_cmp(const void *a, const void *b)
+{
+	const struct dent *x = a, *y = b;
+	return strcmp(x->name, y->name);
+}
+
+static void dirh_free(struct osbfs *fs, struct dirh *dh)
+{
+	if (!dh)
+		return;
+	pthread_mutex_lock(&fs->nodes.lock);
+	for (size_t i = 0; i < dh->n; i++) {
+		if (dh->e[i].node)
+			node_unref(&fs->nodes, dh->e[i].node);
+		free(dh->e[i].name);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	free(dh->e);
+	free(dh);
+}
+
+static int dirh_add(struct dirh *dh, size_t *cap, const char *name,
+		    struct node *node, fuse_ino_t ino, mode_t type)
+{
+	if (dh->n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 32;
+		struct dent *e = realloc(dh->e, nc * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		dh->e = e;
+		*cap = nc;
+	}
+	dh->e[dh->n].name = strdup(name);
+	if (!dh->e[dh->n].name)
+		return -ENOMEM;
+	dh->e[dh->n].node = node;
+	dh->e[dh->n].ino = ino;
+	dh->e[dh->n].type = type;
+	if (node)
+		node_ref(node);
+	dh->n++;
+	return 0;
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held h;
+	struct fattr a;
+	size_t cap = 0;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(ino)) {
+		ctl_opendir(req, ino, fi);
+		return;
+	}
+	int rc = held_get(fs, ino, &h);
+	if (rc) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	rc = node_attr(fs, &h, &a);
+	if (!rc && a.type != OSB_DIR && h.n != fs->nodes.root)
+		rc = -ENOTDIR;
+	if (!rc)
+		rc = dir_load(fs, &h);
+	struct dirh *dh = rc ? NULL : calloc(1, sizeof(*dh));
+	if (!rc && !dh)
+		rc = -ENOMEM;
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		struct node *d = h.n;
+		fuse_ino_t up = d->parent ? d->parent->ino : d->ino;
+		rc = dirh_add(dh, &cap, ".", NULL, d->ino, S_IFDIR);
+		if (!rc)
+			rc = dirh_add(dh, &cap, "..", NULL, up, S_IFDIR);
+		size_t first = dh->n;
+		long long now = mono_ms();
+		for (struct node *c = d->child_first; !rc && c;
+		     c = c->sib_next) {
+			if (c->listed_gen != d->list_gen ||
+			    node_negative(c, now))
+				continue;
+			mode_t t = c->attr.type == OSB_DIR ? S_IFDIR :
+				   c->attr.type == OSB_SYMLINK ? S_IFLNK :
+								 S_IFREG;
+			rc = dirh_add(dh, &cap, c->name, c, c->ino, t);
+		}
+		pthread_mutex_unlock(&fs->nodes.lock);
+		if (!rc)
+			qsort(dh->e + first, dh->n - first, sizeof(*dh->e),
+			      dent_cmp);
+		if (!rc && d == fs->nodes.root)
+			rc = dirh_add(dh, &cap, fs->opt->control_dir, NULL,
+				      ctl_root_ino(), S_IFDIR);
+	}
+	held_put(fs, &h);
+	if (rc) {
+		dirh_free(fs, dh);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)dh;
+	fi->cache_readdir = 0;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		dirh_free(fs, dh);
+}
+
+static void do_readdir(fuse_req_t req, size_t size, off_t off,
+		       struct fuse_file_info *fi, bool plus)
+{
+	struct osbfs *fs = req_fs(req);
+	struct dirh *dh = (struct dirh *)(uintptr_t)fi->fh;
+	char *buf = calloc(1, size);
+	size_t used = 0;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (size_t i = (size_t)off; i < dh->n; i++) {
+		struct dent *d = &dh->e[i];
+		size_t need;
+		if (!plus) {
+			struct stat st = { .st_ino = d->ino, .st_mode = d->type };
+			need = fuse_add_direntry(req, buf + used, size - used,
+						 d->name, &st, (off_t)(i + 1));
+		} else {
+			struct fuse_entry_param e;
+			memset(&e, 0, sizeof(e));
+			if (d->node) {
+				pthread_mutex_lock(&fs->nodes.lock);
+				e.ino = d->node->ino;
+				e.attr_timeout =
+					fs->opt->attr_timeout_ms / 1000.0;
+				e.entry_timeout = e.attr_timeout;
+				node_stat(fs, d->node, &e.attr);
+				pthread_mutex_unlock(&fs->nodes.lock);
+			} else if (i >= 2) {
+				ctl_root_entry(&e);
+			} else {
+				e.attr.st_ino = d->ino;
+				e.attr.st_mode = d->type;
+			}
+			need = fuse_add_direntry_plus(req, buf + used,
+						      size - used, d->name, &e,
+						      (off_t)(i + 1));
+			if (need <= size - used) {
+				/* the kernel now holds a lookup reference */
+				if (d->node) {
+					pthread_mutex_lock(&fs->nodes.lock);
+					d->node->nlookup++;
+					pthread_mutex_unlock(&fs->nodes.lock);
+				} else if (i >= 2) {
+					ctl_root_entry_taken();
+				}
+			}
+		}
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+		       off_t off, struct fuse_file_info *fi)
+{
+	if (ctl_is_ino(ino)) {
+		ctl_readdir(req, ino, size, off, fi, false);
+		return;
+	}
+	do_readdir(req, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	if (ctl_is_ino(ino)) {
+		ctl_readdir(req, ino, size, off, fi, true);
+		return;
+	}
+	do_readdir(req, size, off, fi, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	if (ctl_is_ino(ino)) {
+		ctl_releasedir(req, ino, fi);
+		return;
+	}
+	dirh_free(req_fs(req), (struct dirh *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	/* names change in the sandbox synchronously: nothing is pending */
+	fuse_reply_err(req, 0);
+}
+
+/* ---- changes ---- */
+
+static int parent_ok(struct osbfs *fs, fuse_ino_t parent, const char *name)
+{
+	if (ctl_is_ino(parent))
+		return -EPERM;
+	if (parent == NODE_ROOT_INO && strcmp(name, fs->opt->control_dir) == 0)
+		return -EEXIST;
+	return name_check(name);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held h;
+	struct fattr a;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(parent)) {
+		ctl_mkdir(req, parent, name, mode);
+		return;
+	}
+	int rc = parent_ok(fs, parent, name);
+	if (!rc)
+		rc = held_child(fs, parent, name, &h);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = node_attr(fs, &h, &a);
+	if (!rc)
+		rc = -EEXIST;
+	else if (rc == -ENOENT)
+		rc = remote_mkdir(fs, h.path, mode & 07777);
+	if (!rc) {
+		memset(&a, 0, sizeof(a));
+		a.type = OSB_DIR;
+		a.size = 4096;
+		a.mode = mode & 07777;
+		clock_gettime(CLOCK_REALTIME, &a.mtime);
+		a.ctime = a.mtime;
+		pthread_mutex_lock(&fs->nodes.lock);
+		node_set_attr(h.n, &a, mono_ms() + fs->opt->attr_timeout_ms);
+		h.n->list_valid = true; /* new and empty */
+		h.n->list_gen++;
+		h.n->list_expiry = mono_ms() + fs->opt->dir_timeout_ms;
+		if (h.n->parent)
+			dir_changed(fs, h.n->parent, h.n);
+		pthread_mutex_unlock(&fs->nodes.lock);
+		reply_node_entry(req, fs, h.n);
+	} else {
+		fuse_reply_err(req, -rc);
+	}
+	held_put(fs, &h);
+}
+
+/* Pending creations below @d that the sandbox has not seen yet. */
+static bool has_local_children(const struct node *d)
+{
+	for (const struct node *c = d->child_first; c; c = c->sib_next)
+		if (has_local(c))
+			return true;
+	return false;
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held h;
+	struct fattr a;
+	struct rdent *ents = NULL;
+	size_t n = 0;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(parent)) {
+		ctl_rmdir(req, parent, name);
+		return;
+	}
+	if (parent == NODE_ROOT_INO && strcmp(name, fs->opt->control_dir) == 0) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	int rc = held_child(fs, parent, name, &h);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = node_attr(fs, &h, &a);
+	if (!rc && a.type != OSB_DIR)
+		rc = -ENOTDIR;
+	/* the API deletes recursively: look first (a fresh listing) */
+	if (!rc)
+		rc = remote_list(fs, h.path, &ents, &n);
+	if (!rc && n)
+		rc = -ENOTEMPTY;
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		if (has_local_children(h.n))
+			rc = -ENOTEMPTY;
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	if (!rc)
+		rc = remote_rmdir(fs, h.path);
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		struct node *p = h.n->parent;
+		node_unlink(&fs->nodes, h.n);
+		if (p)
+			dir_changed(fs, p, NULL);
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	rdent_array_free(ents, n);
+	fuse_reply_err(req, -rc);
+	held_put(fs, &h);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held h;
+	struct fattr a;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(parent)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	int rc = held_child(fs, parent, name, &h);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = node_attr(fs, &h, &a);
+	if (!rc && a.type == OSB_DIR && !has_local(h.n))
+		rc = -EISDIR;
+	if (!rc) {
+		pthread_rwlock_wrlock(&fs->path_lock);
+		pthread_mutex_lock(&fs->nodes.lock);
+		struct cfile *cf = h.n->cf;
+		bool only_local = false;
+		if (cf) {
+			pthread_mutex_lock(&fs->cache.lock);
+			only_local = cf->dirty && cf->base == BASE_ABSENT;
+			pthread_mutex_unlock(&fs->cache.lock);
+		}
+		pthread_mutex_unlock(&fs->nodes.lock);
+		/* made here and never uploaded: nothing to delete there */
+		if (!only_local)
+			rc = remote_unlink(fs, h.path, a.type == OSB_SYMLINK);
+		if (rc == -ENOENT && has_local(h.n))
+			rc = 0;
+		if (!rc) {
+			pthread_mutex_lock(&fs->nodes.lock);
+			if (h.n->cf) {
+				pthread_mutex_lock(&fs->cache.lock);
+				cache_discard(&fs->cache, h.n->cf);
+				pthread_mutex_unlock(&fs->cache.lock);
+			}
+			struct node *p = h.n->parent;
+			node_unlink(&fs->nodes, h.n);
+			if (p)
+				dir_changed(fs, p, NULL);
+			pthread_mutex_unlock(&fs->nodes.lock);
+		}
+		pthread_rwlock_unlock(&fs->path_lock);
+	}
+	fuse_reply_err(req, -rc);
+	held_put(fs, &h);
+}
+
+/* After a move: the dirty records under @n name their new paths. */
+static void records_follow(struct osbfs *fs, struct node *moved)
+{
+	struct cache *c = &fs->cache;
+	struct fix {
+		struct cfile *cf;
+		char *path;
+	} *fixes = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	pthread_mutex_lock(&c->lock);
+	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext) {
+		if (!cf->node || !node_is_below(cf->node, moved))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 8;
+			struct fix *f = realloc(fixes, cap * sizeof(*f));
+			if (!f)
+				break;
+			fixes = f;
+		}
+		fixes[n].cf = cf;
+		fixes[n].path = node_path(&fs->nodes, cf->node);
+		cf->refs++;
+		n++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	for (size_t i = 0; i < n; i++) {
+		if (fixes[i].path &&
+		    cache_record_update(c, fixes[i].cf, fixes[i].path))
+			log_error("could not record the new path %s",
+				  fixes[i].path);
+		free(fixes[i].path);
+		cache_unref(c, fixes[i].cf);
+	}
+	free(fixes);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held src = { 0 }, dst = { 0 };
+	struct fattr sa, da;
+	bool dst_exists = false;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(parent) || ctl_is_ino(newparent)) {
+		fuse_reply_err(req, ctl_is_ino(parent) && ctl_is_ino(newparent) ?
+					    EPERM :
+					    EXDEV);
+		return;
+	}
+	if (flags & RENAME_EXCHANGE) {
+		/* no atomic exchange with the API or coreutils' mv */
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	int rc = parent_ok(fs, newparent, newname);
+	if (parent == NODE_ROOT_INO && strcmp(name, fs->opt->control_dir) == 0)
+		rc = -EPERM;
+	if (!rc)
+		rc = held_child(fs, parent, name, &src);
+	if (!rc)
+		rc = held_child(fs, newparent, newname, &dst);
+	if (!rc)
+		rc = node_attr(fs, &src, &sa);
+	if (!rc) {
+		int drc = node_attr(fs, &dst, &da);
+		if (drc && drc != -ENOENT)
+			rc = drc;
+		dst_exists = drc == 0;
+	}
+	if (!rc && src.n == dst.n)
+		goto out; /* rename to itself */
+	if (!rc && dst_exists && (flags & RENAME_NOREPLACE))
+		rc = -EEXIST;
+	if (!rc && dst_exists && sa.type == OSB_DIR && da.type != OSB_DIR)
+		rc = -ENOTDIR;
+	if (!rc && dst_exists && sa.type != OSB_DIR && da.type == OSB_DIR)
+		rc = -EISDIR;
+	if (!rc && sa.type == OSB_DIR) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		if (node_is_below(dst.n, src.n))
+			rc = -EINVAL; /* into itself */
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	if (rc)
+		goto out;
+
+	pthread_rwlock_wrlock(&fs->path_lock);
+	pthread_mutex_lock(&fs->nodes.lock);
+	pthread_mutex_lock(&fs->cache.lock);
+	struct cfile *scf = src.n->cf, *dcf = dst.n->cf;
+	bool src_local = scf && scf->dirty && scf->base == BASE_ABSENT;
+	bool dst_local = dcf && dcf->dirty && dcf->base == BASE_ABSENT;
+	pthread_mutex_unlock(&fs->cache.lock);
+	pthread_mutex_unlock(&fs->nodes.lock);
+
+	if (src_local && (!dst_exists || dst_local || da.type == OSB_FILE)) {
+		/* never uploaded: moved here only; the upload will go to the
+		 * new name, over what the sandbox has there */
+		pthread_mutex_lock(&fs->nodes.lock);
+		pthread_mutex_lock(&fs->cache.lock);
+		if (dst_exists && !dst_local) {
+			bool dst_dirty = dcf && dcf->dirty;
+			if (dst_dirty && dcf->base != BASE_UNKNOWN) {
+				scf->base = dcf->base;
+				scf->base_size = dcf->base_size;
+				scf->base_mtime = dcf->base_mtime;
+			} else if (!dst_dirty) {
+				scf->base = BASE_KNOWN;
+				scf->base_size = da.size;
+				scf->base_mtime = da.mtime;
+			} else {
+				scf->base = BASE_UNKNOWN;
+			}
+			memcpy(scf->owner, da.owner, sizeof(scf->owner));
+			memcpy(scf->group, da.group, sizeof(scf->group));
+		}
+		pthread_mutex_unlock(&fs->cache.lock);
+		pthread_mutex_unlock(&fs->nodes.lock);
+	} else {
+		rc = remote_rename(fs, src.path, dst.path, dst_exists);
+	}
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		if (dcf && dst.n->cf == dcf) {
+			pthread_mutex_lock(&fs->cache.lock);
+			cache_discard(&fs->cache, dcf); /* replaced */
+			pthread_mutex_unlock(&fs->cache.lock);
+		}
+		struct node *oldp = src.n->parent, *newp = dst.n->parent;
+		rc = newp ? node_move(&fs->nodes, src.n, newp, newname) :
+			    -ENOENT;
+		if (oldp)
+			dir_changed(fs, oldp, NULL);
+		if (newp)
+			dir_changed(fs, newp, src.n);
+		if (!rc && sa.type != OSB_DIR) {
+			clock_gettime(CLOCK_REALTIME, &src.n->attr.ctime);
+		}
+		pthread_mutex_unlock(&fs->nodes.lock);
+		records_follow(fs, src.n);
+	}
+	pthread_rwlock_unlock(&fs->path_lock);
+out:
+	fuse_reply_err(req, -rc);
+	held_put(fs, &src);
+	held_put(fs, &dst);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held h;
+	struct fattr a;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	int rc = parent_ok(fs, parent, name);
+	if (!rc && !osb_utf8_valid(link, strlen(link)))
+		rc = -EILSEQ;
+	if (!rc)
+		rc = held_child(fs, parent, name, &h);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = node_attr(fs, &h, &a);
+	if (!rc)
+		rc = -EEXIST;
+	else if (rc == -ENOENT)
+		rc = remote_symlink(fs, link, h.path);
+	if (!rc) {
+		memset(&a, 0, sizeof(a));
+		a.type = OSB_SYMLINK;
+		a.size = (int64_t)strlen(link);
+		a.mode = 0777;
+		clock_gettime(CLOCK_REALTIME, &a.mtime);
+		a.ctime = a.mtime;
+		pthread_mutex_lock(&fs->nodes.lock);
+		node_set_attr(h.n, &a, mono_ms() + fs->opt->attr_timeout_ms);
+		free(h.n->link_target);
+		h.n->link_target = strdup(link);
+		if (h.n->parent)
+			dir_changed(fs, h.n->parent, h.n);
+		pthread_mutex_unlock(&fs->nodes.lock);
+		reply_node_entry(req, fs, h.n);
+	} else {
+		fuse_reply_err(req, -rc);
+	}
+	held_put(fs, &h);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held h;
+	struct fattr a;
+	char *target = NULL;
+
+	if (ctl_is_ino(ino)) {
+		ctl_readlink(req, ino);
+		return;
+	}
+	int rc = held_get(fs, ino, &h);
+	if (rc) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	rc = node_attr(fs, &h, &a);
+	if (!rc && a.type != OSB_SYMLINK)
+		rc = -EINVAL;
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		if (h.n->link_target && node_attr_fresh(h.n, mono_ms()))
+			target = strdup(h.n->link_target);
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	if (!rc && !target) {
+		rc = remote_readlink(fs, h.path, &target);
+		if (!rc) {
+			pthread_mutex_lock(&fs->nodes.lock);
+			free(h.n->link_target);
+			h.n->link_target = strdup(target);
+			pthread_mutex_unlock(&fs->nodes.lock);
+		}
+	}
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_readlink(req, target);
+	free(target);
+	held_put(fs, &h);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	(void)ino;
+	(void)newparent;
+	(void)newname;
+	/* the file API has no hard links, and a link made with ln would
+	 * share data that this cache keys by name. Not EEXIST: git falls
+	 * back to rename on any other error. */
+	fuse_reply_err(req, ENOSYS);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	(void)rdev;
+	/* regular files come through create; devices, fifos and sockets
+	 * cannot be made through the API */
+	fuse_reply_err(req, EPERM);
+}
+
+void op_dir_register(struct fuse_lowlevel_ops *ops)
+{
+	ops->opendir = op_opendir;
+	ops->readdir = op_readdir;
+	ops->readdirplus = op_readdirplus;
+	ops->releasedir = op_releasedir;
+	ops->fsyncdir = op_fsyncdir;
+	ops->mkdir = op_mkdir;
+	ops->rmdir = op_rmdir;
+	ops->unlink = op_unlink;
+	ops->rename = op_rename;
+	ops->symlink = op_symlink;
+	ops->readlink = op_readlink;
+	ops->link = op_link;
+	ops->mknod = op_mknod;
+}

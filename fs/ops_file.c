@@ -1,0 +1,535 @@
+/*
+ * ops_file.c - FUSE ops on open files: open, create, read, write, flush,
+ * release, fsync.
+ *
+ * Reads fetch missing ranges into the cache file (a window that doubles
+ * on sequential access); a file opened for writing is made whole locally
+ * first, since the API only takes whole files; writes go to the cache
+ * file at local-disk speed and mark it dirty; the last close schedules
+ * the upload; fsync uploads now and says whether it worked.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "log.h"
+#include "ops.h"
+#include "writeback.h"
+
+#define WINDOW_MIN (1ll << 20)
+#define WINDOW_MAX (16ll << 20)
+
+struct fh {
+	struct node *n;
+	struct cfile *cf;
+	bool writer;
+	bool append;
+	int64_t next_off;       /* where a sequential read goes on */
+	int64_t window;
+};
+
+struct dl_sink {
+	int fd;
+	int64_t pos;
+	int64_t got;
+};
+
+static int dl_write(void *arg, const void *data, size_t len)
+{
+	struct dl_sink *s = arg;
+	const char *p = data;
+	while (len) {
+		ssize_t n = pwrite(s->fd, p, len, s->pos);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+		s->pos += n;
+		s->got += n;
+	}
+	return 0;
+}
+
+int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf,
+	       int64_t off, int64_t len)
+{
+	struct cache *c = &fs->cache;
+	int rc = 0;
+
+	int fd = cache_fd(c, cf);
+	if (fd < 0)
+		return -EIO;
+	pthread_mutex_lock(&cf->fetch_lock);
+	for (;;) {
+		/* the first gap in [off, off + len) */
+		pthread_mutex_lock(&c->lock);
+		int64_t end = off + len, gs = off, ge = end;
+		if (cf->complete || cf->dirty) {
+			pthread_mutex_unlock(&c->lock);
+			break;
+		}
+		if (end > cf->size)
+			end = ge = cf->size;
+		for (size_t i = 0; i < cf->next; i++) {
+			if (cf->ext[i].end <= gs)
+				continue;
+			if (cf->ext[i].start <= gs) {
+				gs = cf->ext[i].end;
+				continue;
+			}
+			ge = cf->ext[i].start < end ? cf->ext[i].start : end;
+			break;
+		}
+		if (ge > end)
+			ge = end;
+		pthread_mutex_unlock(&c->lock);
+		if (gs >= ge)
+			break;
+
+		struct dl_sink s = { .fd = fd, .pos = gs };
+		int64_t total = -1;
+		rc = remote_download(fs, h->path, gs, ge - gs, dl_write, &s,
+				     &total);
+		pthread_mutex_lock(&c->lock);
+		if (s.got)
+			cache_add_range(c, cf, gs, gs + s.got);
+		if (!rc && s.got < ge - gs && !cf->dirty) {
+			/* shorter than we thought: the file shrank */
+			cf->size = gs + s.got;
+			if (total >= 0 && total < cf->size)
+				cf->size = total;
+			cache_add_range(c, cf, 0, 0);
+		}
+		pthread_mutex_unlock(&c->lock);
+		if (rc || !s.got)
+			break;
+	}
+	pthread_mutex_unlock(&cf->fetch_lock);
+	close(fd);
+	return rc;
+}
+
+int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf)
+{
+	struct cache *c = &fs->cache;
+	pthread_mutex_lock(&c->lock);
+	int64_t size = cf->size;
+	bool done = cf->complete || cf->dirty;
+	if (!done && size == 0) {
+		cf->complete = true;
+		done = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (done)
+		return 0;
+	int rc = file_fetch(fs, h, cf, 0, size);
+	pthread_mutex_lock(&c->lock);
+	if (!rc && !cf->complete && !cf->dirty)
+		rc = -EIO; /* the file changed while we read it */
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* Prepares @h's cfile for an open: validator, local attributes. */
+static struct cfile *open_cfile(struct osbfs *fs, struct held *h,
+				const struct fattr *a, bool *ret_keep)
+{
+	struct cache *c = &fs->cache;
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct cfile *cf = cache_attach(c, h->n);
+	if (cf) {
+		pthread_mutex_lock(&c->lock);
+		if (!cf->dirty) {
+			bool same = cf->base == BASE_KNOWN &&
+				    cf->base_size == a->size &&
+				    cf->base_mtime.tv_sec == a->mtime.tv_sec &&
+				    cf->base_mtime.tv_nsec == a->mtime.tv_nsec;
+			if (!same && (cf->cached_bytes || cf->complete))
+				cache_drop_content(c, cf);
+			*ret_keep = same && (cf->cached_bytes || cf->complete);
+			cache_set_base(cf, a->size, &a->mtime);
+			cf->size = a->size;
+			cf->mode = a->mode;
+			cf->mtime = a->mtime;
+			memcpy(cf->owner, a->owner, sizeof(cf->owner));
+			memcpy(cf->group, a->group, sizeof(cf->group));
+		} else {
+			*ret_keep = true;
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return cf;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held h;
+	struct fattr a;
+	bool keep = false;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(ino)) {
+		ctl_open(req, ino, fi);
+		return;
+	}
+	int rc = held_get(fs, ino, &h);
+	if (rc) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	bool writer = (fi->flags & O_ACCMODE) != O_RDONLY;
+	bool trunc = writer && (fi->flags & O_TRUNC);
+	struct cfile *cf = NULL;
+	struct fh *f = NULL;
+
+	rc = node_attr(fs, &h, &a);
+	if (!rc && a.type == OSB_DIR)
+		rc = -EISDIR;
+	if (!rc && a.type == OSB_OTHER)
+		rc = -ENXIO; /* a fifo or socket in the sandbox */
+	if (!rc) {
+		cf = open_cfile(fs, &h, &a, &keep);
+		f = calloc(1, sizeof(*f));
+		if (!cf || !f)
+			rc = -ENOMEM;
+	}
+	if (!rc)
+		rc = cache_open(&fs->cache, cf, writer);
+	if (!rc && trunc) {
+		pthread_mutex_lock(&fs->cache.lock);
+		if (ftruncate(cf->fd, 0) < 0)
+			rc = -errno;
+		cache_drop_content(&fs->cache, cf);
+		cf->complete = true;
+		cf->size = 0;
+		clock_gettime(CLOCK_REALTIME, &cf->mtime);
+		pthread_mutex_unlock(&fs->cache.lock);
+		if (!rc)
+			rc = cache_dirty(&fs->cache, cf, h.path);
+		keep = false;
+	} else if (!rc && writer) {
+		rc = file_make_complete(fs, &h, cf);
+	}
+	if (rc) {
+		if (cf && f)
+			cache_close(&fs->cache, cf, writer);
+		free(f);
+		fuse_reply_err(req, -rc);
+		held_put(fs, &h);
+		return;
+	}
+	f->n = h.n; /* the held ref moves to the handle */
+	f->cf = cf;
+	f->writer = writer;
+	f->append = fi->flags & O_APPEND;
+	f->window = WINDOW_MIN;
+	free(h.path);
+	fi->fh = (uint64_t)(uintptr_t)f;
+	fi->keep_cache = keep && !writer;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		cache_close(&fs->cache, cf, writer);
+		struct held back = { f->n, NULL };
+		held_put(fs, &back);
+		free(f);
+	}
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held h;
+	struct fattr a;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(parent)) {
+		ctl_create(req, parent, name, mode, fi);
+		return;
+	}
+	int rc = name_check(name);
+	if (!rc && parent == NODE_ROOT_INO &&
+	    strcmp(name, fs->opt->control_dir) == 0)
+		rc = -EEXIST;
+	if (!rc)
+		rc = held_child(fs, parent, name, &h);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	int arc = node_attr(fs, &h, &a);
+	bool existed = arc == 0;
+	struct fh *f = calloc(1, sizeof(*f));
+	struct cfile *cf = NULL;
+	if (arc && arc != -ENOENT)
+		rc = arc;
+	else if (existed && (fi->flags & O_EXCL))
+		rc = -EEXIST;
+	else if (existed && a.type == OSB_DIR)
+		rc = -EISDIR;
+	else if (!f)
+		rc = -ENOMEM;
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		cf = cache_attach(&fs->cache, h.n);
+		if (cf) {
+			pthread_mutex_lock(&fs->cache.lock);
+			if (!cf->dirty) {
+				if (existed) {
+					cache_set_base(cf, a.size, &a.mtime);
+					memcpy(cf->owner, a.owner,
+					       sizeof(cf->owner));
+					memcpy(cf->group, a.group,
+					       sizeof(cf->group));
+				} else {
+					cf->base = BASE_ABSENT;
+				}
+			}
+			cf->mode = existed ? a.mode : (mode & 07777);
+			if (!existed && (cf->mode & 07000))
+				cf->chmod_needed = true;
+			clock_gettime(CLOCK_REALTIME, &cf->mtime);
+			cf->atime = cf->mtime;
+			pthread_mutex_unlock(&fs->cache.lock);
+			memset(&h.n->attr, 0, sizeof(h.n->attr));
+			h.n->attr.type = OSB_FILE;
+			h.n->attr.mode = cf->mode;
+			h.n->attr.mtime = h.n->attr.ctime = cf->mtime;
+			h.n->attr_valid = true;
+			h.n->attr_expiry = mono_ms() + fs->opt->attr_timeout_ms;
+			h.n->neg_expiry = 0;
+			if (h.n->parent)
+				dir_changed(fs, h.n->parent, h.n);
+		}
+		pthread_mutex_unlock(&fs->nodes.lock);
+		if (!cf)
+			rc = -ENOMEM;
+	}
+	if (!rc)
+		rc = cache_open(&fs->cache, cf, true);
+	if (!rc) {
+		pthread_mutex_lock(&fs->cache.lock);
+		if (ftruncate(cf->fd, 0) < 0)
+			rc = -errno;
+		cache_drop_content(&fs->cache, cf);
+		cf->complete = true;
+		cf->size = 0;
+		pthread_mutex_unlock(&fs->cache.lock);
+		int drc = cache_dirty(&fs->cache, cf, h.path);
+		if (!rc)
+			rc = drc;
+		if (rc)
+			cache_close(&fs->cache, cf, true);
+	}
+	if (rc) {
+		free(f);
+		fuse_reply_err(req, -rc);
+		held_put(fs, &h);
+		return;
+	}
+	f->n = h.n;
+	f->cf = cf;
+	f->writer = true;
+	f->append = fi->flags & O_APPEND;
+	f->window = WINDOW_MIN;
+	free(h.path);
+	fi->fh = (uint64_t)(uintptr_t)f;
+
+	struct fuse_entry_param e;
+	pthread_mutex_lock(&fs->nodes.lock);
+	memset(&e, 0, sizeof(e));
+	e.ino = f->n->ino;
+	e.attr_timeout = e.entry_timeout = fs->opt->attr_timeout_ms / 1000.0;
+	node_stat(fs, f->n, &e.attr);
+	f->n->nlookup++;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		f->n->nlookup--;
+		pthread_mutex_unlock(&fs->nodes.lock);
+		cache_close(&fs->cache, cf, true);
+		struct held back = { f->n, NULL };
+		held_put(fs, &back);
+		free(f);
+	}
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct osbfs *fs = req_fs(req);
+	struct cache *c = &fs->cache;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(ino)) {
+		ctl_read(req, ino, size, off, fi);
+		return;
+	}
+	struct fh *f = (struct fh *)(uintptr_t)fi->fh;
+	struct cfile *cf = f->cf;
+
+	pthread_mutex_lock(&c->lock);
+	int64_t fsize = cf->size;
+	int64_t len = off >= fsize ? 0 : (int64_t)size;
+	if (off + len > fsize)
+		len = fsize - off;
+	bool have = len <= 0 || cache_has(cf, off, len);
+	pthread_mutex_unlock(&c->lock);
+
+	if (len <= 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (!have) {
+		/* a window that grows while the reads are sequential */
+		if (off == f->next_off)
+			f->window = f->window * 2 > WINDOW_MAX ? WINDOW_MAX :
+								 f->window * 2;
+		else
+			f->window = WINDOW_MIN;
+		int64_t want = len > f->window ? len : f->window;
+		struct held h = { 0 };
+		int rc = 0;
+		pthread_mutex_lock(&fs->nodes.lock);
+		h.path = node_path(&fs->nodes, f->n);
+		pthread_mutex_unlock(&fs->nodes.lock);
+		if (!h.path)
+			rc = -ENOENT;
+		h.n = f->n;
+		if (!rc)
+			rc = file_fetch(fs, &h, cf, off, want);
+		free(h.path);
+		if (rc) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
+	}
+	f->next_off = off + len;
+
+	char *buf = malloc((size_t)len);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ssize_t n = pread(cf->fd, buf, (size_t)len, off);
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct osbfs *fs = req_fs(req);
+	struct cache *c = &fs->cache;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(ino)) {
+		ctl_write(req, ino, buf, size, off, fi);
+		return;
+	}
+	struct fh *f = (struct fh *)(uintptr_t)fi->fh;
+	struct cfile *cf = f->cf;
+
+	if (f->append) {
+		pthread_mutex_lock(&c->lock);
+		off = cf->size;
+		pthread_mutex_unlock(&c->lock);
+	}
+	ssize_t n = pwrite(cf->fd, buf, size, off);
+	if (n < 0) {
+		int e = errno;
+		log_error("write to the local cache %s failed: %s", c->dir,
+			  strerror(e));
+		fuse_reply_err(req, e);
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (off + n > cf->size)
+		cf->size = off + n;
+	clock_gettime(CLOCK_REALTIME, &cf->mtime);
+	cf->times_set = false;
+	bool quick = cf->dirty && cf->record_path;
+	if (quick)
+		cf->wgen++;
+	pthread_mutex_unlock(&c->lock);
+	if (!quick) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		char *path = node_path(&fs->nodes, f->n);
+		pthread_mutex_unlock(&fs->nodes.lock);
+		if (path)
+			cache_dirty(c, cf, path);
+		free(path);
+	}
+	fuse_reply_write(req, (size_t)n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	if (ctl_is_ino(ino)) {
+		ctl_flush(req, ino, fi);
+		return;
+	}
+	/* close means "safe on local disk and queued": nothing to do */
+	fuse_reply_err(req, 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct osbfs *fs = req_fs(req);
+	if (ctl_is_ino(ino)) {
+		ctl_release(req, ino, fi);
+		return;
+	}
+	struct fh *f = (struct fh *)(uintptr_t)fi->fh;
+	struct cfile *cf = f->cf;
+	/* the node we hold keeps cf alive past cache_close */
+	cache_close(&fs->cache, cf, f->writer);
+	if (f->writer) {
+		pthread_mutex_lock(&fs->cache.lock);
+		bool schedule = cf->dirty && cf->writers == 0;
+		pthread_mutex_unlock(&fs->cache.lock);
+		if (schedule)
+			wb_schedule(fs, cf, fs->opt->writeback_delay_ms);
+	}
+	struct held back = { f->n, NULL };
+	held_put(fs, &back);
+	free(f);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	struct osbfs *fs = req_fs(req);
+	(void)datasync;
+	if (ctl_is_ino(ino)) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	struct fh *f = (struct fh *)(uintptr_t)fi->fh;
+	int rc = wb_flush(fs, f->cf);
+	fuse_reply_err(req, -rc);
+}
+
+void op_file_register(struct fuse_lowlevel_ops *ops)
+{
+	ops->open = op_open;
+	ops->create = op_create;
+	ops->read = op_read;
+	ops->write = op_write;
+	ops->flush = op_flush;
+	ops->release = op_release;
+	ops->fsync = op_fsync;
+}

@@ -1,0 +1,79 @@
+/*
+ * options.h - osbfs's command line: one table of options with their
+ * defaults (options.c), parsed into one struct osbfs_options.
+ */
+#ifndef OSBFS_OPTIONS_H
+#define OSBFS_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <fuse_opt.h>
+
+#include "osb.h"
+
+struct osbfs_options {
+	/* positional: [SANDBOX][:DIR] MOUNTPOINT */
+	char *sandbox_id;       /* NULL = create (or find by name) */
+	char *dir;              /* directory inside the sandbox */
+	char *mountpoint;
+
+	/* connection (as the seed adapter) */
+	char *domain;
+	char *protocol;
+	char *cacert;
+	bool insecure;
+	char *api_key_file;
+	long request_timeout_ms;
+	bool server_proxy;
+
+	/* creation */
+	char *name;             /* -o name=NAME: find or create by label */
+	char *image;
+	char *entrypoint;       /* split on white space */
+	struct osb_kvlist env;
+	struct osb_kvlist metadata;
+	long timeout_s;         /* sandbox TTL; 0 = none */
+	char *network_policy;   /* a JSON file */
+	char *cpu;
+	char *memory;
+
+	/* lifecycle */
+	bool keepalive;
+	long idle_pause_ms;     /* 0 = never */
+	bool destroy_on_unmount;
+
+	/* cache */
+	char *cache_dir;
+	long attr_timeout_ms;
+	long dir_timeout_ms;
+	long negative_timeout_ms;
+	long writeback_delay_ms;
+	int64_t cache_max_size;
+	char *control_dir;      /* name of the control tree */
+
+	/* FUSE */
+	bool foreground;
+	bool debug;
+	bool singlethread;
+	bool show_help;
+	bool show_version;
+	struct fuse_args fuse_args; /* options passed through to libfuse */
+};
+
+/*
+ * options_parse() - fill @o from @argc/@argv and the environment.
+ * Returns 0, or -EINVAL with a one-line reason in @msg.
+ */
+int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
+		  size_t msg_size);
+void options_release(struct osbfs_options *o);
+void options_usage(const char *prog);
+
+/* "30", "30s", "500ms", "5m", "2h", "1d" -> milliseconds. */
+int parse_duration_ms(const char *s, long *ret);
+/* "1048576", "512K", "10M", "2G", "1T" -> bytes. */
+int parse_size(const char *s, int64_t *ret);
+
+#endif /* OSBFS_OPTIONS_H */

@@ -1,0 +1,754 @@
+/*
+ * remote.c - the sandbox's files in POSIX terms (see remote.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "life.h"
+#include "log.h"
+#include "remote.h"
+
+#define SHELL_OUT_MAX (64u << 20)
+#define ALIAS_DIR "/tmp/.osbfs"
+
+int fs_errno(int rc)
+{
+	switch (-rc) {
+	case 0:
+		return 0;
+	case ECONNREFUSED:
+	case ECONNRESET:
+	case ETIMEDOUT:
+	case EHOSTUNREACH:
+	case EPROTO:
+	case EREMOTEIO:
+	case ECANCELED:
+	case EOPNOTSUPP:
+	case EBUSY:
+	case ERANGE:
+	case EAGAIN:
+		return -EIO;
+	default:
+		return rc;
+	}
+}
+
+static bool quiet_errno(int rc)
+{
+	return rc == -ENOENT || rc == -EEXIST || rc == -ENOTEMPTY ||
+	       rc == -ENOTDIR || rc == -EISDIR;
+}
+
+/* Logs once where an error becomes an errno; returns the FUSE errno. */
+static int fail(int rc, const struct osb_error *err, const char *what,
+		const char *path)
+{
+	int e = fs_errno(rc);
+	if (!quiet_errno(e))
+		log_error("%s %s: %s", what, path,
+			  err && err->message[0] ? err->message :
+						   strerror(-rc));
+	return e;
+}
+
+int remote_enter(struct osbfs *fs)
+{
+	remote_touch_activity(fs);
+	return fs->life ? life_ensure_running(fs) : 0;
+}
+
+void remote_touch_activity(struct osbfs *fs)
+{
+	atomic_store(&fs->last_activity, mono_ms());
+}
+
+/* After a failure: true when the sandbox was found paused (by someone
+ * else) and is running again, so the call is worth repeating once. */
+static bool again(struct osbfs *fs, int rc)
+{
+	if (rc != -ETIMEDOUT && rc != -ECONNRESET && rc != -ECONNREFUSED)
+		return false;
+	return fs->life && life_recheck(fs) == 1;
+}
+
+static int path_check(const char *path)
+{
+	if (!osb_utf8_valid(path, strlen(path)))
+		return -EILSEQ;
+	return 0;
+}
+
+void rdent_array_free(struct rdent *d, size_t n)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(d[i].name);
+	free(d);
+}
+
+void fattr_from_stat(struct fattr *a, const struct osb_stat *st)
+{
+	memset(a, 0, sizeof(*a));
+	a->type = st->type;
+	a->size = st->size;
+	a->mode = st->mode;
+	a->mtime = st->mtime;
+	a->ctime = st->ctime;
+	snprintf(a->owner, sizeof(a->owner), "%s", st->owner);
+	snprintf(a->group, sizeof(a->group), "%s", st->group);
+}
+
+/* ---- the shell route ---- */
+
+int remote_shell(struct osbfs *fs, const char *script, char **ret_out,
+		 char **ret_err, int *ret_exit)
+{
+	struct osb_command_opts o;
+	struct osb_error err;
+	int rc;
+
+	osb_command_opts_init(&o);
+	o.cwd = "/";
+	rc = remote_enter(fs);
+	if (rc)
+		return rc;
+	do {
+		rc = osb_command_capture(fs->sb, script, &o, SHELL_OUT_MAX,
+					 ret_out, ret_err, ret_exit, &err);
+	} while (rc && again(fs, rc));
+	if (rc) {
+		log_error("command in the sandbox failed: %s", err.message);
+		return fs_errno(rc);
+	}
+	return 0;
+}
+
+/* The errno a failed shell command's stderr names (coreutils texts). */
+static int shell_errno(const char *errout)
+{
+	int e = osb_errno_from_http(500, "", errout ? errout : "");
+	return e ? -e : -EIO;
+}
+
+/* Runs @script; 0 if it exits 0, else the errno its stderr names. */
+static int shell_do(struct osbfs *fs, const char *script, const char *what,
+		    const char *path, char **ret_out)
+{
+	char *out = NULL, *errout = NULL;
+	int code = 0;
+	int rc = remote_shell(fs, script, &out, &errout, &code);
+	if (!rc && code != 0) {
+		rc = shell_errno(errout);
+		if (!quiet_errno(rc))
+			log_error("%s %s: %s", what, path,
+				  errout && *errout ? errout : "failed");
+	}
+	if (!rc && ret_out) {
+		*ret_out = out;
+		out = NULL;
+	}
+	free(out);
+	free(errout);
+	return rc;
+}
+
+/* "cmd -- 'a' 'b'"; malloc'd. */
+static char *shell_cmd(const char *fmt, const char *a, const char *b)
+{
+	char *qa = a ? osb_shell_quote(a) : NULL;
+	char *qb = b ? osb_shell_quote(b) : NULL;
+	char *out = NULL;
+	if ((!a || qa) && (!b || qb) &&
+	    asprintf(&out, fmt, qa ? qa : "", qb ? qb : "") < 0)
+		out = NULL;
+	free(qa);
+	free(qb);
+	return out;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* "68656c6c6f" -> "hello" (malloc'd), NULL if malformed. */
+static char *unhex(const char *s, size_t n)
+{
+	if (n % 2)
+		return NULL;
+	char *out = malloc(n / 2 + 1);
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n / 2; i++) {
+		int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+		if (hi < 0 || lo < 0) {
+			free(out);
+			return NULL;
+		}
+		out[i] = (char)(hi << 4 | lo);
+	}
+	out[n / 2] = '\0';
+	return out;
+}
+
+static void ts_parse(const char *s, struct timespec *ts)
+{
+	char *end;
+	ts->tv_sec = (time_t)strtoll(s, &end, 10);
+	ts->tv_nsec = 0;
+	if (*end == '.') {
+		long scale = 100000000L;
+		for (end++; *end >= '0' && *end <= '9' && scale; end++) {
+			ts->tv_nsec += (*end - '0') * scale;
+			scale /= 10;
+		}
+	}
+}
+
+/* One line of `stat -c '%f %s %.9Y %.9Z %U %G'`. */
+static int parse_stat_line(const char *line, struct fattr *a)
+{
+	char mtime[48], ctime[48];
+	unsigned rawmode;
+	long long size;
+
+	memset(a, 0, sizeof(*a));
+	if (sscanf(line, "%x %lld %47s %47s %31s %31s", &rawmode, &size,
+		   mtime, ctime, a->owner, a->group) != 6)
+		return -EPROTO;
+	switch (rawmode & S_IFMT) {
+	case S_IFDIR:
+		a->type = OSB_DIR;
+		break;
+	case S_IFREG:
+		a->type = OSB_FILE;
+		break;
+	case S_IFLNK:
+		a->type = OSB_SYMLINK;
+		break;
+	default:
+		a->type = OSB_OTHER;
+	}
+	a->mode = rawmode & 07777;
+	a->size = size;
+	ts_parse(mtime, &a->mtime);
+	ts_parse(ctime, &a->ctime);
+	return 0;
+}
+
+#define STAT_FMT "'%f %s %.9Y %.9Z %U %G'"
+
+static int shell_stat(struct osbfs *fs, const char *path, struct fattr *ret)
+{
+	char *out = NULL;
+	char *cmd = shell_cmd("stat -c " STAT_FMT " -- %s%s", path, NULL);
+	if (!cmd)
+		return -ENOMEM;
+	int rc = shell_do(fs, cmd, "stat", path, &out);
+	free(cmd);
+	if (!rc)
+		rc = parse_stat_line(out, ret);
+	free(out);
+	return rc;
+}
+
+static int shell_list(struct osbfs *fs, const char *dir, struct rdent **ret,
+		      size_t *ret_n)
+{
+	char *out = NULL;
+	/* names go hex-encoded: any byte survives the line-split output */
+	char *cmd = shell_cmd(
+		"cd -- %s%s || exit 1\n"
+		"for f in * .[!.]* ..?*; do\n"
+		"  [ -e \"$f\" ] || [ -L \"$f\" ] || continue\n"
+		"  s=$(stat -c " STAT_FMT " -- \"$f\") || continue\n"
+		"  n=$(printf '%%s' \"$f\" | od -An -v -tx1 | tr -d ' \\n')\n"
+		"  printf '%%s %%s\\n' \"$n\" \"$s\"\n"
+		"done\n",
+		dir, NULL);
+	if (!cmd)
+		return -ENOMEM;
+	int rc = shell_do(fs, cmd, "list", dir, &out);
+	free(cmd);
+	if (rc)
+		return rc;
+	size_t cap = 16, n = 0;
+	struct rdent *d = calloc(cap, sizeof(*d));
+	for (char *line = out, *next; d && line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char *sp = strchr(line, ' ');
+		if (!sp)
+			continue;
+		if (n == cap) {
+			struct rdent *g = realloc(d, cap * 2 * sizeof(*d));
+			if (!g)
+				break;
+			d = g;
+			cap *= 2;
+		}
+		d[n].name = unhex(line, (size_t)(sp - line));
+		if (!d[n].name)
+			continue;
+		if (parse_stat_line(sp + 1, &d[n].attr)) {
+			free(d[n].name);
+			continue;
+		}
+		n++;
+	}
+	free(out);
+	if (!d)
+		return -ENOMEM;
+	*ret = d;
+	*ret_n = n;
+	return 0;
+}
+
+/* A symlink under ALIAS_DIR pointing at @path, for the file API calls
+ * that follow links (download, upload). *ret is its path. */
+static int alias_make(struct osbfs *fs, const char *path, char **ret)
+{
+	uint64_t r = 0;
+	char alias[96];
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		r = (uint64_t)mono_ms();
+	snprintf(alias, sizeof(alias), ALIAS_DIR "/a-%016llx",
+		 (unsigned long long)r);
+	char *cmd = shell_cmd("mkdir -p " ALIAS_DIR " && ln -sfn -- %s %s",
+			      path, alias);
+	if (!cmd)
+		return -ENOMEM;
+	int rc = shell_do(fs, cmd, "alias", path, NULL);
+	free(cmd);
+	if (rc)
+		return rc;
+	*ret = strdup(alias);
+	return *ret ? 0 : -ENOMEM;
+}
+
+static void alias_drop(struct osbfs *fs, char *alias)
+{
+	const char *paths[1] = { alias };
+	osb_dirs_remove(fs->sb, paths, 1, NULL);
+	free(alias);
+}
+
+/* ---- the calls ---- */
+
+int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret)
+{
+	struct osb_error err;
+	struct osb_stat st;
+	int rc = path_check(path);
+	if (rc)
+		return rc;
+	if (!osb_path_is_safe(path))
+		return shell_stat(fs, path, ret);
+	rc = remote_enter(fs);
+	if (rc)
+		return rc;
+	do {
+		rc = osb_file_stat(fs->sb, path, &st, &err);
+	} while (rc && again(fs, rc));
+	if (rc)
+		return fail(rc, &err, "stat", path);
+	fattr_from_stat(ret, &st);
+	osb_stat_release(&st);
+	return 0;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
+		size_t *ret_n)
+{
+	struct osb_error err;
+	struct osb_stat *ents;
+	size_t n;
+	int rc = path_check(dir);
+	if (rc)
+		return rc;
+	if (!osb_path_is_safe(dir))
+		return shell_list(fs, dir, ret, ret_n);
+	rc = remote_enter(fs);
+	if (rc)
+		return rc;
+	do {
+		rc = osb_dir_list(fs->sb, dir, 1, &ents, &n, &err);
+	} while (rc && again(fs, rc));
+	if (rc == -EIO && err.status == 500 &&
+	    strstr(err.message, "error listing directory")) {
+		/* the tree changed under execd's walk: once more */
+		rc = osb_dir_list(fs->sb, dir, 1, &ents, &n, &err);
+	}
+	if (rc)
+		return fail(rc, &err, "list", dir);
+	struct rdent *d = calloc(n ? n : 1, sizeof(*d));
+	if (!d) {
+		osb_stat_array_free(ents, n);
+		return -ENOMEM;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		d[k].name = strdup(base_name(ents[i].path));
+		if (!d[k].name)
+			continue;
+		fattr_from_stat(&d[k].attr, &ents[i]);
+		k++;
+	}
+	osb_stat_array_free(ents, n);
+	*ret = d;
+	*ret_n = k;
+	return 0;
+}
+
+int remote_download(struct osbfs *fs, const char *path, int64_t off,
+		    int64_t len, osb_sink_fn sink, void *arg,
+		    int64_t *ret_size)
+{
+	struct osb_error err;
+	char *alias = NULL;
+	int rc = path_check(path);
+	if (rc)
+		return rc;
+	rc = remote_enter(fs);
+	if (!rc && !osb_path_is_safe(path))
+		rc = alias_make(fs, path, &alias);
+	if (rc)
+		return rc;
+	rc = osb_file_download(fs->sb, alias ? alias : path, off, len, sink,
+			       arg, ret_size, &err);
+	if (rc && again(fs, rc))
+		rc = osb_file_download(fs->sb, alias ? alias : path, off, len,
+				       sink, arg, ret_size, &err);
+	if (alias)
+		alias_drop(fs, alias);
+	return rc ? fail(rc, &err, "read", path) : 0;
+}
+
+int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n)
+{
+	struct osb_error err;
+	struct osb_upload *ups = calloc(n ? n : 1, sizeof(*ups));
+	char **aliases = calloc(n ? n : 1, sizeof(char *));
+	int rc = ups && aliases ? remote_enter(fs) : -ENOMEM;
+
+	for (size_t i = 0; !rc && i < n; i++) {
+		rc = path_check(u[i].path);
+		if (!rc && !osb_path_is_safe(u[i].path))
+			rc = alias_make(fs, u[i].path, &aliases[i]);
+		ups[i].path = aliases[i] ? aliases[i] : u[i].path;
+		ups[i].fd = u[i].fd;
+		ups[i].size = u[i].size;
+		ups[i].mode = u[i].mode & 0777;
+		ups[i].owner = u[i].owner && *u[i].owner ? u[i].owner : NULL;
+		ups[i].group = u[i].group && *u[i].group ? u[i].group : NULL;
+	}
+	if (!rc) {
+		rc = osb_file_upload(fs->sb, ups, n, &err);
+		if (rc && again(fs, rc))
+			rc = osb_file_upload(fs->sb, ups, n, &err);
+		if (rc)
+			rc = fail(rc, &err, "upload", u[0].path);
+	}
+	for (size_t i = 0; aliases && i < n; i++)
+		if (aliases[i])
+			alias_drop(fs, aliases[i]);
+	free(aliases);
+	free(ups);
+	return rc;
+}
+
+int remote_mkdir(struct osbfs *fs, const char *path, mode_t mode)
+{
+	struct osb_error err;
+	int rc = path_check(path);
+	if (rc)
+		return rc;
+	if (!osb_path_is_safe(path) || (mode & 07777) == 0 || (mode & 07000)) {
+		char m[16];
+		snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
+		char *full = NULL;
+		char *q = osb_shell_quote(path);
+		if (!q)
+			return -ENOMEM;
+		if (asprintf(&full, "mkdir -- %s && chmod %s -- %s", q, m, q) <
+		    0) {
+			free(q);
+			return -ENOMEM;
+		}
+		free(q);
+		rc = shell_do(fs, full, "mkdir", path, NULL);
+		free(full);
+		return rc;
+	}
+	rc = remote_enter(fs);
+	if (rc)
+		return rc;
+	do {
+		rc = osb_dir_make(fs->sb, path, mode & 0777, NULL, NULL, &err);
+	} while (rc && again(fs, rc));
+	return rc ? fail(rc, &err, "mkdir", path) : 0;
+}
+
+int remote_rmdir(struct osbfs *fs, const char *path)
+{
+	struct osb_error err;
+	int rc = path_check(path);
+	if (rc)
+		return rc;
+	if (!osb_path_is_safe(path)) {
+		char *cmd = shell_cmd("rmdir -- %s%s", path, NULL);
+		if (!cmd)
+			return -ENOMEM;
+		rc = shell_do(fs, cmd, "rmdir", path, NULL);
+		free(cmd);
+		return rc;
+	}
+	rc = remote_enter(fs);
+	if (rc)
+		return rc;
+	const char *paths[1] = { path };
+	do {
+		rc = osb_dirs_remove(fs->sb, paths, 1, &err);
+	} while (rc && again(fs, rc));
+	return rc ? fail(rc, &err, "rmdir", path) : 0;
+}
+
+int remote_unlink(struct osbfs *fs, const char *path, bool symlink)
+{
+	struct osb_error err;
+	int rc = path_check(path);
+	if (rc)
+		return rc;
+	if (!osb_path_is_safe(path)) {
+		char *cmd = shell_cmd("rm -f -- %s%s", path, NULL);
+		if (!cmd)
+			return -ENOMEM;
+		rc = shell_do(fs, cmd, "unlink", path, NULL);
+		free(cmd);
+		return rc;
+	}
+	rc = remote_enter(fs);
+	if (rc)
+		return rc;
+	const char *paths[1] = { path };
+	do {
+		/* DELETE /files leaves a dangling symlink in place and
+		 * refuses one to a directory; DELETE /directories unlinks a
+		 * symlink without following it (WIRE.md §7) */
+		if (symlink)
+			rc = osb_dirs_remove(fs->sb, paths, 1, &err);
+		else
+			rc = osb_files_remove(fs->sb, paths, 1, &err);
+	} while (rc && again(fs, rc));
+	return rc ? fail(rc, &err, "unlink", path) : 0;
+}
+
+int remote_rename(struct osbfs *fs, const char *src, const char *dst,
+		  bool replace)
+{
+	struct osb_error err;
+	int rc = path_check(src);
+	if (!rc)
+		rc = path_check(dst);
+	if (rc)
+		return rc;
+	if (!replace && osb_path_is_safe(src) && osb_path_is_safe(dst)) {
+		struct osb_move m = { src, dst };
+		rc = remote_enter(fs);
+		if (rc)
+			return rc;
+		do {
+			rc = osb_file_move(fs->sb, &m, 1, &err);
+		} while (rc && again(fs, rc));
+		if (rc != -EEXIST)
+			return rc ? fail(rc, &err, "rename", src) : 0;
+		/* the destination exists after all: replace it below */
+	}
+	/* rename(2) replaces atomically; /files/mv refuses an existing
+	 * destination, so this goes through mv -T */
+	char *cmd = shell_cmd("mv -fT -- %s %s", src, dst);
+	if (!cmd)
+		return -ENOMEM;
+	rc = shell_do(fs, cmd, "rename", src, NULL);
+	free(cmd);
+	return rc;
+}
+
+int remote_chmod(struct osbfs *fs, const char *path, mode_t mode,
+		 const char *owner, const char *group)
+{
+	struct osb_error err;
+	int rc = path_check(path);
+	if (rc)
+		return rc;
+	if (!osb_path_is_safe(path) || (mode & 07777) == 0 || (mode & 07000)) {
+		/* mode 0 and the special bits do not cross the API */
+		char m[16];
+		snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
+		char *q = osb_shell_quote(path), *cmd = NULL;
+		if (!q || asprintf(&cmd, "chmod %s -- %s", m, q) < 0) {
+			free(q);
+			return -ENOMEM;
+		}
+		free(q);
+		rc = shell_do(fs, cmd, "chmod", path, NULL);
+		free(cmd);
+		return rc;
+	}
+	rc = remote_enter(fs);
+	if (rc)
+		return rc;
+	do {
+		/* execd chowns on every call: pass the owner we know */
+		rc = osb_file_chmod(fs->sb, path, mode & 0777,
+				    owner && *owner ? owner : NULL,
+				    group && *group ? group : NULL, &err);
+	} while (rc && again(fs, rc));
+	return rc ? fail(rc, &err, "chmod", path) : 0;
+}
+
+static int append(char **s, size_t *len, const char *add)
+{
+	size_t n = strlen(add);
+	char *p = realloc(*s, *len + n + 1);
+	if (!p)
+		return -ENOMEM;
+	memcpy(p + *len, add, n + 1);
+	*s = p;
+	*len += n;
+	return 0;
+}
+
+int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n)
+{
+	char *script = NULL, line[160];
+	size_t len = 0;
+	int rc = append(&script, &len, "f=0\n");
+
+	for (size_t i = 0; !rc && i < n; i++) {
+		char *q = osb_shell_quote(t[i].path);
+		if (!q) {
+			rc = -ENOMEM;
+			break;
+		}
+		snprintf(line, sizeof(line), "touch -c %s-m -d @%lld.%09ld -- ",
+			 t[i].nofollow ? "-h " : "",
+			 (long long)t[i].mtime.tv_sec, t[i].mtime.tv_nsec);
+		rc = append(&script, &len, line);
+		if (!rc)
+			rc = append(&script, &len, q);
+		if (!rc)
+			rc = append(&script, &len, " || f=1\n");
+		if (!rc && t[i].atime.tv_nsec != UTIME_OMIT) {
+			snprintf(line, sizeof(line),
+				 "touch -c %s-a -d @%lld.%09ld -- ",
+				 t[i].nofollow ? "-h " : "",
+				 (long long)t[i].atime.tv_sec,
+				 t[i].atime.tv_nsec);
+			rc = append(&script, &len, line);
+			if (!rc)
+				rc = append(&script, &len, q);
+			if (!rc)
+				rc = append(&script, &len, " || f=1\n");
+		}
+		if (!rc && t[i].do_chmod) {
+			snprintf(line, sizeof(line), "chmod %o -- ",
+				 (unsigned)(t[i].chmod & 07777));
+			rc = append(&script, &len, line);
+			if (!rc)
+				rc = append(&script, &len, q);
+			if (!rc)
+				rc = append(&script, &len, " || f=1\n");
+		}
+		free(q);
+	}
+	if (!rc)
+		rc = append(&script, &len, "exit $f\n");
+	if (!rc)
+		rc = shell_do(fs, script, "set times of", t[0].path, NULL);
+	free(script);
+	return rc;
+}
+
+int remote_symlink(struct osbfs *fs, const char *target, const char *path)
+{
+	int rc = path_check(target);
+	if (!rc)
+		rc = path_check(path);
+	if (rc)
+		return rc;
+	char *cmd = shell_cmd("ln -s -- %s %s", target, path);
+	if (!cmd)
+		return -ENOMEM;
+	rc = shell_do(fs, cmd, "symlink", path, NULL);
+	free(cmd);
+	return rc;
+}
+
+int remote_readlink(struct osbfs *fs, const char *path, char **ret)
+{
+	char *out = NULL;
+	int rc = path_check(path);
+	if (rc)
+		return rc;
+	/* hex, so a target with a newline survives the line-split output */
+	char *cmd = shell_cmd("t=$(readlink -- %s%s && echo x) || exit 1\n"
+			      "printf '%%s' \"${t%%?x}\" | od -An -v -tx1 | "
+			      "tr -d ' \\n'\n",
+			      path, NULL);
+	if (!cmd)
+		return -ENOMEM;
+	rc = shell_do(fs, cmd, "readlink", path, &out);
+	free(cmd);
+	if (rc)
+		return rc;
+	size_t n = strcspn(out, "\n");
+	*ret = unhex(out, n);
+	free(out);
+	return *ret ? 0 : -EIO;
+}
+
+int remote_statfs(struct osbfs *fs, const char *path, struct statvfs *ret)
+{
+	char *out = NULL;
+	unsigned long long bsize, blocks, bfree, bavail, files, ffree, namemax;
+	char *cmd = shell_cmd("stat -f -c '%%S %%b %%f %%a %%c %%d %%l' -- %s%s",
+			      path, NULL);
+	if (!cmd)
+		return -ENOMEM;
+	int rc = shell_do(fs, cmd, "statfs", path, &out);
+	free(cmd);
+	if (rc)
+		return rc;
+	if (sscanf(out, "%llu %llu %llu %llu %llu %llu %llu", &bsize, &blocks,
+		   &bfree, &bavail, &files, &ffree, &namemax) != 7) {
+		free(out);
+		return -EIO;
+	}
+	free(out);
+	memset(ret, 0, sizeof(*ret));
+	ret->f_bsize = ret->f_frsize = bsize;
+	ret->f_blocks = blocks;
+	ret->f_bfree = bfree;
+	ret->f_bavail = bavail;
+	ret->f_files = files;
+	ret->f_ffree = ffree;
+	ret->f_favail = ffree;
+	ret->f_namemax = namemax;
+	return 0;
+}

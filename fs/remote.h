@@ -1,0 +1,83 @@
+/*
+ * remote.h - the sandbox's files in POSIX terms, for the FUSE ops.
+ *
+ * Each call takes full sandbox paths and returns 0 or a negative errno
+ * ready for FUSE (network trouble is EIO; the cause is logged with the
+ * path). What execd's file API cannot do, or cannot reach, goes through a
+ * shell command here: names holding '$' (execd expands it in every file
+ * path), symlinks, times, statfs, a rename over an existing name (made
+ * atomic with mv -T), special mode bits. Names that are not UTF-8 cannot
+ * cross the JSON APIs: EILSEQ.
+ */
+#ifndef OSBFS_REMOTE_H
+#define OSBFS_REMOTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/statvfs.h>
+
+#include "osbfs.h"
+
+struct rdent {
+	char *name;
+	struct fattr attr;
+};
+void rdent_array_free(struct rdent *d, size_t n);
+
+void fattr_from_stat(struct fattr *a, const struct osb_stat *st);
+
+int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret);
+int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
+		size_t *ret_n);
+int remote_download(struct osbfs *fs, const char *path, int64_t off,
+		    int64_t len, osb_sink_fn sink, void *arg,
+		    int64_t *ret_size);
+
+struct rupload {
+	const char *path;
+	int fd;
+	int64_t size;
+	mode_t mode;
+	const char *owner;      /* NULL or "" = execd's user */
+	const char *group;
+};
+/* Whole files, in one request when all paths are plain. */
+int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n);
+
+int remote_mkdir(struct osbfs *fs, const char *path, mode_t mode);
+/* Removes an (empty, checked by the caller) directory. */
+int remote_rmdir(struct osbfs *fs, const char *path);
+int remote_unlink(struct osbfs *fs, const char *path, bool symlink);
+/* rename(2); @replace: the destination may exist and is replaced. */
+int remote_rename(struct osbfs *fs, const char *src, const char *dst,
+		  bool replace);
+int remote_chmod(struct osbfs *fs, const char *path, mode_t mode,
+		 const char *owner, const char *group);
+
+struct rtimes {
+	const char *path;
+	struct timespec mtime;
+	struct timespec atime;  /* tv_nsec UTIME_OMIT: leave it */
+	bool nofollow;          /* a symlink itself */
+	mode_t chmod;           /* mode to set after, or 0 */
+	bool do_chmod;
+};
+/* Sets times (and modes) of many paths with one command. */
+int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n);
+
+int remote_symlink(struct osbfs *fs, const char *target, const char *path);
+int remote_readlink(struct osbfs *fs, const char *path, char **ret);
+int remote_statfs(struct osbfs *fs, const char *path, struct statvfs *ret);
+
+/* Runs @script with bash in the sandbox; output captured (up to 64 MiB).
+ * Returns 0 and the exit code, or a negative errno (EIO) if it could not
+ * run. */
+int remote_shell(struct osbfs *fs, const char *script, char **ret_out,
+		 char **ret_err, int *ret_exit);
+
+/* Called before every sandbox request: resumes a paused sandbox. */
+int remote_enter(struct osbfs *fs);
+/* Marks activity (for idle_pause and keepalive). */
+void remote_touch_activity(struct osbfs *fs);
+
+#endif /* OSBFS_REMOTE_H */

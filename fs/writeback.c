@@ -1,0 +1,582 @@
+/*
+ * writeback.c - the upload workers (see writeback.h).
+ *
+ * Workers take due dirty files from the cache's dirty list, oldest
+ * first, in batches (many small files go in one multipart request; a
+ * big file goes alone), and for each batch:
+ *   1. check that the sandbox's copy is still the one the local data
+ *      derives from (size and mtime); if someone else changed it, their
+ *      version is kept beside ours as NAME.conflict-<time> (never
+ *      silently clobbered);
+ *   2. upload;
+ *   3. set the mtimes the user saw (and any mode the API cannot carry)
+ *      with one command, so an upload does not change a file's mtime;
+ *   4. mark clean what did not change meanwhile (a write generation
+ *      counter per file; a file written during its upload stays dirty).
+ * A failed batch is retried with exponential backoff; a batch that
+ * failed for a reason other than the network is retried file by file.
+ * A syncer thread flushes new dirty records to disk once a second, so
+ * dirty data survives a power loss, not only a crash of osbfs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "remote.h"
+#include "writeback.h"
+
+#define WB_THREADS 2
+#define BATCH_FILES 64
+#define BATCH_BYTES (16ll << 20)
+#define SOLO_BYTES (8ll << 20)
+#define BACKOFF_MAX_MS 60000
+
+struct writeback {
+	pthread_cond_t kick;    /* with cache.lock: work may be due */
+	pthread_t threads[WB_THREADS];
+	pthread_t syncer;
+	int nthreads;
+	bool syncer_started;
+	bool stop;
+	/* statistics, under cache.lock */
+	uint64_t uploaded_files, uploaded_bytes, failed, conflicts;
+	size_t inflight;
+};
+
+struct item {
+	struct cfile *cf;
+	char *path;
+	int fd;
+	uint64_t gen;
+	int64_t size;
+	mode_t mode;
+	struct timespec mtime, atime;
+	bool times_set, chmod_needed;
+	enum base_state base;
+	int64_t base_size;
+	struct timespec base_mtime;
+	char owner[64], group[64];
+	bool skip;              /* deleted meanwhile */
+};
+
+static void abs_deadline(struct timespec *ts, long long ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+static bool eligible(const struct cfile *cf, long long now)
+{
+	if (cf->inflight)
+		return false;
+	if (cf->flush_gen > cf->uploaded_gen)
+		return true;
+	return cf->writers == 0 && cf->due_ms && cf->due_ms <= now;
+}
+
+/* Picks a batch (cache.lock held). Returns the count; *ret_wait is how
+ * long to sleep when nothing is due. */
+static size_t pick(struct cache *c, struct item *items, long long *ret_wait)
+{
+	long long now = mono_ms(), next = -1;
+	int64_t bytes = 0;
+	size_t n = 0;
+
+	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext) {
+		if (!eligible(cf, now)) {
+			if (!cf->inflight && cf->due_ms && cf->writers == 0 &&
+			    (next < 0 || cf->due_ms - now < next))
+				next = cf->due_ms - now;
+			continue;
+		}
+		bool alone = cf->solo || cf->size >= SOLO_BYTES;
+		if (alone && n)
+			continue;
+		items[n].cf = cf;
+		cf->inflight = true;
+		cf->refs++;
+		n++;
+		bytes += cf->size;
+		if (alone || n == BATCH_FILES || bytes >= BATCH_BYTES)
+			break;
+	}
+	*ret_wait = next < 0 ? 1000 : next < 1 ? 1 : next;
+	return n;
+}
+
+/* Copies what the upload needs, under the locks; opens the data. */
+static void snapshot(struct osbfs *fs, struct item *it)
+{
+	struct cfile *cf = it->cf;
+	struct cache *c = &fs->cache;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	it->path = cf->node ? node_path(&fs->nodes, cf->node) : NULL;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	pthread_mutex_lock(&c->lock);
+	it->gen = cf->wgen;
+	it->size = cf->size;
+	it->mode = cf->mode;
+	it->mtime = cf->mtime;
+	it->atime = cf->atime;
+	it->times_set = cf->times_set;
+	it->chmod_needed = cf->chmod_needed;
+	it->base = cf->base;
+	it->base_size = cf->base_size;
+	it->base_mtime = cf->base_mtime;
+	memcpy(it->owner, cf->owner, sizeof(it->owner));
+	memcpy(it->group, cf->group, sizeof(it->group));
+	bool gone = !cf->dirty;
+	pthread_mutex_unlock(&c->lock);
+	it->fd = -1;
+	if (!it->path || gone) {
+		it->skip = true;
+		return;
+	}
+	it->fd = cache_fd(c, cf);
+	if (it->fd < 0)
+		log_error("cache file for %s: %s", it->path, strerror(-it->fd));
+}
+
+static bool same_time(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* The sandbox's copy changed since ours was taken from it: keep theirs
+ * as NAME.conflict-<time>. */
+static int resolve_conflict(struct osbfs *fs, struct writeback *wb,
+			    struct item *it)
+{
+	char stamp[32], *aside = NULL;
+	time_t now = time(NULL);
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	if (asprintf(&aside, "%s.conflict-%s", it->path, stamp) < 0)
+		return -ENOMEM;
+	int rc = remote_rename(fs, it->path, aside, false);
+	if (!rc) {
+		log_error("%s was changed in the sandbox while it had local "
+			  "changes: their version kept as %s",
+			  it->path, aside);
+		pthread_mutex_lock(&fs->cache.lock);
+		wb->conflicts++;
+		pthread_mutex_unlock(&fs->cache.lock);
+	}
+	free(aside);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static int check_one(struct osbfs *fs, struct writeback *wb, struct item *it,
+		     const struct fattr *remote, bool exists)
+{
+	if (it->base == BASE_UNKNOWN || !exists)
+		return 0;
+	if (remote->type == OSB_DIR)
+		return -EISDIR;
+	if (it->base == BASE_KNOWN && remote->size == it->base_size &&
+	    same_time(&remote->mtime, &it->base_mtime))
+		return 0;
+	return resolve_conflict(fs, wb, it);
+}
+
+static char *parent_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash || slash == path)
+		return strdup("/");
+	return strndup(path, (size_t)(slash - path));
+}
+
+/* Step 1 for a batch: one listing per directory holding several files,
+ * one stat for a lone file. */
+static int check_batch(struct osbfs *fs, struct writeback *wb,
+		       struct item *items, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct item *it = &items[i];
+		if (it->skip || it->base == BASE_UNKNOWN)
+			continue;
+		char *dir = parent_of(it->path);
+		size_t same = 0;
+		for (size_t k = i; k < n; k++) {
+			char *d2 = items[k].skip ? NULL : parent_of(items[k].path);
+			if (d2 && strcmp(d2, dir) == 0)
+				same++;
+			free(d2);
+		}
+		int rc;
+		if (same >= 3 && it->base == BASE_ABSENT) {
+			struct rdent *ents = NULL;
+			size_t ne = 0;
+			rc = remote_list(fs, dir, &ents, &ne);
+			if (rc == -ENOENT) {
+				rc = 0; /* no directory: nothing to clobber */
+			}
+			for (size_t k = i; !rc && k < n; k++) {
+				struct item *o = &items[k];
+				char *d2 = o->skip ? NULL : parent_of(o->path);
+				bool here = d2 && strcmp(d2, dir) == 0;
+				free(d2);
+				if (!here || o->base == BASE_UNKNOWN)
+					continue;
+				const char *base = strrchr(o->path, '/') + 1;
+				const struct fattr *ra = NULL;
+				for (size_t e = 0; e < ne; e++)
+					if (strcmp(ents[e].name, base) == 0)
+						ra = &ents[e].attr;
+				rc = check_one(fs, wb, o, ra, ra != NULL);
+				o->base = BASE_UNKNOWN; /* checked */
+			}
+			rdent_array_free(ents, ne);
+		} else {
+			struct fattr ra;
+			rc = remote_stat(fs, it->path, &ra);
+			if (rc == -ENOENT)
+				rc = check_one(fs, wb, it, &ra, false);
+			else if (!rc)
+				rc = check_one(fs, wb, it, &ra, true);
+		}
+		free(dir);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
+		   size_t n, int rc, bool times_ok)
+{
+	struct cache *c = &fs->cache;
+	long long now = mono_ms();
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < n; i++) {
+		struct item *it = &items[i];
+		struct cfile *cf = it->cf;
+		cf->inflight = false;
+		if (it->skip)
+			continue;
+		if (rc) {
+			cf->failures++;
+			cf->fail_seq++;
+			cf->last_err = rc;
+			long backoff = 1000L << (cf->failures < 7 ? cf->failures - 1 : 6);
+			if (backoff > BACKOFF_MAX_MS)
+				backoff = BACKOFF_MAX_MS;
+			cf->due_ms = now + backoff;
+			if (n > 1 && rc != -EIO)
+				cf->solo = true;
+			wb->failed++;
+			continue;
+		}
+		if (times_ok) {
+			cf->base = BASE_KNOWN;
+			cf->base_size = it->size;
+			cf->base_mtime = it->mtime;
+		} else {
+			cf->base = BASE_UNKNOWN;
+		}
+		if (cf->wgen == it->gen) {
+			cf->times_set = false;
+			cf->chmod_needed = false;
+		}
+		cache_uploaded(c, cf, it->gen);
+		wb->uploaded_files++;
+		wb->uploaded_bytes += (uint64_t)it->size;
+		/* what the sandbox now has is what we show */
+		if (cf->node && !cf->dirty && cf->node->attr_valid) {
+			cf->node->attr.size = it->size;
+			cf->node->attr.mtime = it->mtime;
+			cf->node->attr.mode = it->mode & 07777;
+		}
+	}
+	pthread_cond_broadcast(&c->changed);
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
+static void run_batch(struct osbfs *fs, struct writeback *wb,
+		      struct item *items, size_t n)
+{
+	struct rupload *ups = calloc(n, sizeof(*ups));
+	struct rtimes *times = calloc(n, sizeof(*times));
+	size_t nu = 0;
+	int rc = ups && times ? 0 : -ENOMEM;
+	bool times_ok = true;
+
+	for (size_t i = 0; i < n; i++)
+		snapshot(fs, &items[i]);
+	for (size_t i = 0; !rc && i < n; i++)
+		if (!items[i].skip && items[i].fd < 0)
+			rc = -EIO;
+	if (!rc)
+		rc = check_batch(fs, wb, items, n);
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct item *it = &items[i];
+		if (it->skip)
+			continue;
+		ups[nu] = (struct rupload){
+			.path = it->path,
+			.fd = it->fd,
+			.size = it->size,
+			.mode = it->mode & 0777,
+			.owner = it->owner,
+			.group = it->group,
+		};
+		times[nu] = (struct rtimes){
+			.path = it->path,
+			.mtime = it->mtime,
+			.atime = it->atime,
+			.chmod = it->mode,
+			.do_chmod = it->chmod_needed || (it->mode & 0777) == 0,
+		};
+		if (!it->times_set)
+			times[nu].atime.tv_nsec = UTIME_OMIT;
+		nu++;
+	}
+	if (!rc && nu)
+		rc = remote_upload(fs, ups, nu);
+	if (!rc && nu && remote_times(fs, times, nu) != 0) {
+		/* the data is there; only the times are off */
+		log_warn("could not set the times of %zu uploaded file(s), "
+			 "first %s",
+			 nu, times[0].path);
+		times_ok = false;
+	}
+	if (rc)
+		log_error("upload of %zu file(s) failed (first %s): %s; "
+			  "kept locally and retried",
+			  nu, nu ? ups[0].path : "?", strerror(-rc));
+	finish(fs, wb, items, n, rc, times_ok);
+	for (size_t i = 0; i < n; i++) {
+		if (items[i].fd >= 0)
+			close(items[i].fd);
+		free(items[i].path);
+		cache_unref(&fs->cache, items[i].cf);
+	}
+	free(ups);
+	free(times);
+}
+
+static void *worker(void *arg)
+{
+	struct osbfs *fs = arg;
+	struct writeback *wb = fs->wb;
+	struct cache *c = &fs->cache;
+	struct item items[BATCH_FILES];
+
+	pthread_mutex_lock(&c->lock);
+	while (!wb->stop) {
+		long long wait;
+		memset(items, 0, sizeof(items));
+		size_t n = pick(c, items, &wait);
+		if (!n) {
+			struct timespec ts;
+			abs_deadline(&ts, wait);
+			pthread_cond_timedwait(&wb->kick, &c->lock, &ts);
+			continue;
+		}
+		wb->inflight += n;
+		pthread_mutex_unlock(&c->lock);
+		pthread_rwlock_rdlock(&fs->path_lock);
+		run_batch(fs, wb, items, n);
+		pthread_rwlock_unlock(&fs->path_lock);
+		pthread_mutex_lock(&c->lock);
+		wb->inflight -= n;
+		bool over = c->total_bytes > c->max_size;
+		if (over) {
+			pthread_mutex_unlock(&c->lock);
+			cache_evict(c, &fs->nodes);
+			pthread_mutex_lock(&c->lock);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+static void *syncer(void *arg)
+{
+	struct osbfs *fs = arg;
+	struct writeback *wb = fs->wb;
+	struct cache *c = &fs->cache;
+
+	pthread_mutex_lock(&c->lock);
+	while (!wb->stop) {
+		struct timespec ts;
+		abs_deadline(&ts, 1000);
+		pthread_cond_timedwait(&wb->kick, &c->lock, &ts);
+		if (!c->unsynced)
+			continue;
+		c->unsynced = 0;
+		pthread_mutex_unlock(&c->lock);
+		syncfs(c->dirty_fd);
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+int wb_start(struct osbfs *fs)
+{
+	struct writeback *wb = calloc(1, sizeof(*wb));
+	if (!wb)
+		return -ENOMEM;
+	pthread_cond_init(&wb->kick, NULL);
+	fs->wb = wb;
+	for (int i = 0; i < WB_THREADS; i++) {
+		int rc = pthread_create(&wb->threads[i], NULL, worker, fs);
+		if (rc)
+			return -rc;
+		wb->nthreads++;
+	}
+	int rc = pthread_create(&wb->syncer, NULL, syncer, fs);
+	if (rc)
+		return -rc;
+	wb->syncer_started = true;
+	return 0;
+}
+
+void wb_stop(struct osbfs *fs)
+{
+	struct writeback *wb = fs->wb;
+	if (!wb)
+		return;
+	pthread_mutex_lock(&fs->cache.lock);
+	wb->stop = true;
+	pthread_cond_broadcast(&wb->kick);
+	pthread_cond_broadcast(&fs->cache.changed);
+	pthread_mutex_unlock(&fs->cache.lock);
+	for (int i = 0; i < wb->nthreads; i++)
+		pthread_join(wb->threads[i], NULL);
+	if (wb->syncer_started)
+		pthread_join(wb->syncer, NULL);
+	if (fs->cache.dirty_fd >= 0)
+		syncfs(fs->cache.dirty_fd);
+	pthread_cond_destroy(&wb->kick);
+	free(wb);
+	fs->wb = NULL;
+}
+
+void wb_schedule(struct osbfs *fs, struct cfile *cf, long delay_ms)
+{
+	struct cache *c = &fs->cache;
+	pthread_mutex_lock(&c->lock);
+	if (cf->dirty) {
+		cf->due_ms = mono_ms() + (delay_ms > 0 ? delay_ms : 0);
+		if (fs->wb)
+			pthread_cond_broadcast(&fs->wb->kick);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Asks for @cf to be uploaded up to its current generation (c->lock). */
+static uint64_t request(struct osbfs *fs, struct cfile *cf)
+{
+	uint64_t target = cf->wgen;
+	if (cf->flush_gen < target)
+		cf->flush_gen = target;
+	cf->due_ms = mono_ms();
+	if (fs->wb)
+		pthread_cond_broadcast(&fs->wb->kick);
+	return target;
+}
+
+static bool done_or_failed(const struct cfile *cf, uint64_t target,
+			   uint64_t seq)
+{
+	return !cf->dirty || cf->uploaded_gen >= target || cf->fail_seq != seq;
+}
+
+int wb_flush(struct osbfs *fs, struct cfile *cf)
+{
+	struct cache *c = &fs->cache;
+
+	pthread_mutex_lock(&c->lock);
+	if (!cf->dirty || !fs->wb) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	uint64_t seq = cf->fail_seq;
+	uint64_t target = request(fs, cf);
+	while (!done_or_failed(cf, target, seq) && !fs->wb->stop)
+		pthread_cond_wait(&c->changed, &c->lock);
+	int rc = !cf->dirty || cf->uploaded_gen >= target ? 0 : -EIO;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int wb_flush_all(struct osbfs *fs, long timeout_ms)
+{
+	struct cache *c = &fs->cache;
+	struct want {
+		struct cfile *cf;
+		uint64_t target, seq;
+	} *w = NULL;
+	size_t n = 0;
+	int rc = 0;
+	struct timespec deadline;
+
+	if (timeout_ms >= 0)
+		abs_deadline(&deadline, timeout_ms);
+	pthread_mutex_lock(&c->lock);
+	if (c->ndirty)
+		w = calloc(c->ndirty, sizeof(*w));
+	for (struct cfile *cf = c->dirty_first; w && cf; cf = cf->dnext) {
+		w[n].cf = cf;
+		w[n].seq = cf->fail_seq;
+		w[n].target = request(fs, cf);
+		cf->refs++;
+		n++;
+	}
+	if (c->ndirty && !w)
+		rc = -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		while (!rc && !done_or_failed(w[i].cf, w[i].target, w[i].seq) &&
+		       fs->wb && !fs->wb->stop) {
+			if (timeout_ms < 0)
+				pthread_cond_wait(&c->changed, &c->lock);
+			else if (pthread_cond_timedwait(&c->changed, &c->lock,
+							&deadline) == ETIMEDOUT)
+				rc = -ETIMEDOUT;
+		}
+		if (!rc && w[i].cf->dirty && w[i].cf->uploaded_gen < w[i].target)
+			rc = -EIO;
+	}
+	pthread_mutex_unlock(&c->lock);
+	for (size_t i = 0; i < n; i++)
+		cache_unref(c, w[i].cf);
+	free(w);
+	return rc;
+}
+
+void wb_get_stats(struct osbfs *fs, struct wb_stats *ret)
+{
+	struct cache *c = &fs->cache;
+	memset(ret, 0, sizeof(*ret));
+	pthread_mutex_lock(&c->lock);
+	ret->dirty_files = c->ndirty;
+	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext)
+		ret->dirty_bytes += cf->size;
+	if (fs->wb) {
+		ret->inflight = fs->wb->inflight;
+		ret->uploaded_files = fs->wb->uploaded_files;
+		ret->uploaded_bytes = fs->wb->uploaded_bytes;
+		ret->failed_uploads = fs->wb->failed;
+		ret->conflicts = fs->wb->conflicts;
+	}
+	pthread_mutex_unlock(&c->lock);
+}

@@ -1,0 +1,39 @@
+/*
+ * writeback.h - uploads of dirty files: after the last close and
+ * writeback_delay, at once on fsync and sync, retried with backoff while
+ * the sandbox cannot take them. Nothing is dropped: a file stays dirty
+ * (and journaled, see cache.h) until the sandbox has its bytes.
+ */
+#ifndef OSBFS_WRITEBACK_H
+#define OSBFS_WRITEBACK_H
+
+#include "osbfs.h"
+
+int wb_start(struct osbfs *fs);
+/* Stops the workers (after wb_flush_all, at unmount). */
+void wb_stop(struct osbfs *fs);
+
+/* A file was closed (or recovered): upload it after @delay_ms. */
+void wb_schedule(struct osbfs *fs, struct cfile *cf, long delay_ms);
+/*
+ * wb_flush() - upload @cf's changes made so far now and wait: 0 when the
+ * sandbox has them, -EIO when the attempt failed (the data stays dirty
+ * and is retried in the background).
+ */
+int wb_flush(struct osbfs *fs, struct cfile *cf);
+/* The same for every dirty file; @timeout_ms < 0 waits as long as it
+ * takes. -EIO if some file could not be stored, -ETIMEDOUT. */
+int wb_flush_all(struct osbfs *fs, long timeout_ms);
+
+struct wb_stats {
+	size_t dirty_files;
+	int64_t dirty_bytes;
+	size_t inflight;
+	uint64_t uploaded_files;
+	uint64_t uploaded_bytes;
+	uint64_t failed_uploads;
+	uint64_t conflicts;
+};
+void wb_get_stats(struct osbfs *fs, struct wb_stats *ret);
+
+#endif /* OSBFS_WRITEBACK_H */
