@@ -17,6 +17,7 @@
 #include "ctl.h"
 #include "life.h"
 #include "log.h"
+#include "notify.h"
 #include "ops.h"
 #include "remote.h"
 #include "writeback.h"
@@ -221,6 +222,8 @@ int main(int argc, char **argv)
 
 	rc = wb_start(&fs);
 	if (!rc)
+		rc = notify_start(&fs);
+	if (!rc)
 		rc = life_start(&fs);
 	if (!rc)
 		rc = ctl_start(&fs);
@@ -237,6 +240,7 @@ out_unmount:
 	fuse_remove_signal_handlers(fs.se);
 	ctl_stop(&fs);
 	life_stop(&fs);
+	notify_stop(&fs);
 	if (fs.wb) {
 		if (opt.destroy_on_unmount) {
 			char kmsg[1200];

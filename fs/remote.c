@@ -244,7 +244,8 @@ static int parse_stat_line(const char *line, struct fattr *a)
 	return 0;
 }
 
-#define STAT_FMT "'%f %s %.9Y %.9Z %U %G'"
+/* for shell_cmd's printf: %% is one % */
+#define STAT_FMT "'%%f %%s %%.9Y %%.9Z %%U %%G'"
 
 static int shell_stat(struct osbfs *fs, const char *path, struct fattr *ret)
 {
