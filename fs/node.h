@@ -64,6 +64,13 @@ struct node {
 
 	char *link_target;      /* cached readlink */
 
+	/* times set on a directory whose files are still uploading: the
+	 * uploads would change its mtime again, so they are applied after
+	 * (writeback.c), and shown meanwhile */
+	bool times_pending;
+	struct timespec pending_mtime;
+	struct timespec pending_atime;
+
 	struct cfile *cf;       /* local content (cache.h), or NULL */
 
 	/* hash chains */

@@ -114,6 +114,10 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 		if (st->st_ctim.tv_sec < cf->mtime.tv_sec)
 			st->st_ctim = cf->mtime;
 	}
+	if (n->times_pending) {
+		st->st_mtim = n->pending_mtime;
+		st->st_atim = n->pending_atime;
+	}
 	st->st_blksize = 128 * 1024;
 	st->st_blocks = (st->st_size + 511) / 512;
 }
@@ -172,6 +176,13 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 			*ret = h->n->attr;
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return 0;
+	}
+	struct node *p = h->n->parent;
+	if (p && p->list_valid && now < p->list_expiry &&
+	    h->n->listed_gen != p->list_gen) {
+		/* a fresh listing of the parent does not have it */
+		pthread_mutex_unlock(&fs->nodes.lock);
+		return -ENOENT;
 	}
 	uint64_t gen = h->n->parent ? h->n->parent->change_gen : 0;
 	pthread_mutex_unlock(&fs->nodes.lock);
@@ -372,13 +383,11 @@ static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
 	if (a.type != OSB_FILE)
 		return -EINVAL;
 
-	pthread_mutex_lock(&fs->nodes.lock);
-	struct cfile *cf = cache_attach(&fs->cache, h->n);
-	if (cf)
-		cache_ref(&fs->cache, cf);
-	pthread_mutex_unlock(&fs->nodes.lock);
+	bool keep;
+	struct cfile *cf = file_prepare(fs, h, &a, &keep);
 	if (!cf)
 		return -ENOMEM;
+	cache_ref(&fs->cache, cf);
 	if (size > 0)
 		rc = file_make_complete(fs, h, cf);
 	int fd = rc ? -1 : cache_fd(&fs->cache, cf);
@@ -391,16 +400,6 @@ static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		pthread_mutex_lock(&fs->cache.lock);
-		if (!cf->dirty) {
-			cf->mode = a.mode;
-			memcpy(cf->owner, a.owner, sizeof(cf->owner));
-			memcpy(cf->group, a.group, sizeof(cf->group));
-			if (cf->base == BASE_UNKNOWN && size == 0) {
-				cf->base = BASE_KNOWN;
-				cf->base_size = a.size;
-				cf->base_mtime = a.mtime;
-			}
-		}
 		cf->size = size;
 		cf->complete = true;
 		cf->next = 0;
@@ -428,6 +427,11 @@ static int do_chmod(struct osbfs *fs, struct held *h, mode_t mode)
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct cfile *cf = h->n->cf;
 	bool local = cf && cf->dirty;
+	if (!local && a.mode == mode && a.type != OSB_SYMLINK) {
+		/* already so (tar and cp -p chmod what they just made) */
+		pthread_mutex_unlock(&fs->nodes.lock);
+		return 0;
+	}
 	if (local) {
 		pthread_mutex_lock(&fs->cache.lock);
 		cf->mode = mode;
@@ -458,6 +462,20 @@ static void now_or(const struct timespec *t, bool now, struct timespec *out)
 		*out = *t;
 }
 
+/* Whether a file below directory @d still waits for its upload. */
+static bool dirty_below(struct osbfs *fs, struct node *d)
+{
+	bool found = false;
+	pthread_mutex_lock(&fs->nodes.lock);
+	pthread_mutex_lock(&fs->cache.lock);
+	for (struct cfile *cf = fs->cache.dirty_first; cf && !found;
+	     cf = cf->dnext)
+		found = cf->node && node_is_below(cf->node, d);
+	pthread_mutex_unlock(&fs->cache.lock);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return found;
+}
+
 static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 		    int to_set)
 {
@@ -484,6 +502,16 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (local)
 		return cache_dirty(&fs->cache, cf, h->path);
+	if (a.type == OSB_DIR && dirty_below(fs, h->n)) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		if (!h->n->times_pending)
+			fs->pending_dir_times++;
+		h->n->times_pending = true;
+		h->n->pending_mtime = mt;
+		h->n->pending_atime = at.tv_nsec == UTIME_OMIT ? mt : at;
+		pthread_mutex_unlock(&fs->nodes.lock);
+		return 0;
+	}
 
 	struct rtimes t = { .path = h->path, .mtime = mt, .atime = at,
 			    .nofollow = a.type == OSB_SYMLINK };

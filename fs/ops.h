@@ -58,6 +58,14 @@ void dir_changed(struct osbfs *fs, struct node *parent, struct node *child);
 /* Downloads whatever of [off, off+len) the cache file lacks. */
 int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf,
 	       int64_t off, int64_t len);
+/*
+ * file_prepare() - @h's cfile (made if missing), ready for use: when it
+ * has no local changes, its validator and size are the sandbox's (@a),
+ * and content cached for another version is dropped. *ret_keep tells
+ * whether cached content is still good (the kernel may keep its pages).
+ */
+struct cfile *file_prepare(struct osbfs *fs, struct held *h,
+			   const struct fattr *a, bool *ret_keep);
 /* Makes the whole file local (before a write or a truncate). */
 int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf);
 

@@ -136,9 +136,8 @@ int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf)
 	return rc;
 }
 
-/* Prepares @h's cfile for an open: validator, local attributes. */
-static struct cfile *open_cfile(struct osbfs *fs, struct held *h,
-				const struct fattr *a, bool *ret_keep)
+struct cfile *file_prepare(struct osbfs *fs, struct held *h,
+			   const struct fattr *a, bool *ret_keep)
 {
 	struct cache *c = &fs->cache;
 	pthread_mutex_lock(&fs->nodes.lock);
@@ -196,7 +195,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!rc && a.type == OSB_OTHER)
 		rc = -ENXIO; /* a fifo or socket in the sandbox */
 	if (!rc) {
-		cf = open_cfile(fs, &h, &a, &keep);
+		cf = file_prepare(fs, &h, &a, &keep);
 		f = calloc(1, sizeof(*f));
 		if (!cf || !f)
 			rc = -ENOMEM;

@@ -18,6 +18,7 @@
 struct writeback;
 struct ctl;
 struct lifecycle;
+struct notifier;
 
 struct osbfs {
 	struct osbfs_options *opt;
@@ -31,6 +32,7 @@ struct osbfs {
 	struct writeback *wb;
 	struct ctl *ctl;
 	struct lifecycle *life;
+	struct notifier *notifier;
 	uid_t uid;                   /* owner shown for every file */
 	gid_t gid;
 
@@ -43,6 +45,7 @@ struct osbfs {
 	struct statvfs statfs;
 	long long statfs_expiry;
 
+	unsigned pending_dir_times;  /* dirs with times_pending (nodes lock) */
 	atomic_uint_fast64_t ops;    /* FUSE requests served */
 	atomic_llong last_activity;  /* monotonic ms of the last use */
 };

@@ -85,16 +85,25 @@ static bool eligible(const struct cfile *cf, long long now)
 	return cf->writers == 0 && cf->due_ms && cf->due_ms <= now;
 }
 
+/* Once a batch goes, files closed a little later join it: a burst of
+ * small files (tar x, a build) makes few requests, not one per file. */
+static bool joins(const struct cfile *cf, long long now, long slack)
+{
+	return !cf->inflight && cf->writers == 0 && cf->due_ms &&
+	       cf->due_ms <= now + slack;
+}
+
 /* Picks a batch (cache.lock held). Returns the count; *ret_wait is how
  * long to sleep when nothing is due. */
-static size_t pick(struct cache *c, struct item *items, long long *ret_wait)
+static size_t pick(struct cache *c, struct item *items, long long *ret_wait,
+		   long slack)
 {
 	long long now = mono_ms(), next = -1;
 	int64_t bytes = 0;
 	size_t n = 0;
 
 	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext) {
-		if (!eligible(cf, now)) {
+		if (!eligible(cf, now) && !(n && joins(cf, now, slack))) {
 			if (!cf->inflight && cf->due_ms && cf->writers == 0 &&
 			    (next < 0 || cf->due_ms - now < next))
 				next = cf->due_ms - now;
@@ -218,7 +227,7 @@ static int check_batch(struct osbfs *fs, struct writeback *wb,
 			free(d2);
 		}
 		int rc;
-		if (same >= 3 && it->base == BASE_ABSENT) {
+		if (same >= 2 && it->base == BASE_ABSENT) {
 			struct rdent *ents = NULL;
 			size_t ne = 0;
 			rc = remote_list(fs, dir, &ents, &ne);
@@ -372,6 +381,93 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 	free(times);
 }
 
+/* Directory times set while files below were still uploading (ops.c
+ * do_times) go to the sandbox once those uploads are done, so the
+ * uploads do not move them again. */
+struct pending_dir {
+	struct node *n;
+	char *path;
+	struct timespec mtime, atime;
+};
+
+struct pending_scan {
+	struct osbfs *fs;
+	struct pending_dir *d;
+	size_t n, cap;
+};
+
+static bool has_dirty_below(struct cache *c, const struct node *d)
+{
+	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext)
+		if (cf->node && node_is_below(cf->node, d))
+			return true;
+	return false;
+}
+
+static void scan_pending(struct node *n, void *arg)
+{
+	struct pending_scan *ps = arg;
+	if (!n->times_pending || has_dirty_below(&ps->fs->cache, n))
+		return;
+	if (ps->n == ps->cap) {
+		size_t cap = ps->cap ? ps->cap * 2 : 16;
+		struct pending_dir *d = realloc(ps->d, cap * sizeof(*d));
+		if (!d)
+			return;
+		ps->d = d;
+		ps->cap = cap;
+	}
+	char *path = node_path(&ps->fs->nodes, n);
+	if (!path)
+		return;
+	ps->d[ps->n] = (struct pending_dir){ n, path, n->pending_mtime,
+					     n->pending_atime };
+	node_ref(n);
+	ps->n++;
+}
+
+static void apply_dir_times(struct osbfs *fs)
+{
+	struct pending_scan ps = { .fs = fs };
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	if (fs->pending_dir_times) {
+		pthread_mutex_lock(&fs->cache.lock);
+		node_for_each(&fs->nodes, scan_pending, &ps);
+		pthread_mutex_unlock(&fs->cache.lock);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!ps.n)
+		return;
+	struct rtimes *t = calloc(ps.n, sizeof(*t));
+	int rc = t ? 0 : -ENOMEM;
+	for (size_t i = 0; t && i < ps.n; i++)
+		t[i] = (struct rtimes){ .path = ps.d[i].path,
+					.mtime = ps.d[i].mtime,
+					.atime = ps.d[i].atime };
+	if (!rc)
+		rc = remote_times(fs, t, ps.n);
+	pthread_mutex_lock(&fs->nodes.lock);
+	for (size_t i = 0; i < ps.n; i++) {
+		struct node *n = ps.d[i].n;
+		bool same = n->times_pending &&
+			    same_time(&n->pending_mtime, &ps.d[i].mtime);
+		if (!rc && same) {
+			n->times_pending = false;
+			fs->pending_dir_times--;
+			n->attr.mtime = ps.d[i].mtime;
+		}
+		node_unref(&fs->nodes, n);
+		free(ps.d[i].path);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (rc)
+		log_error("could not set the times of %zu directories: %s",
+			  ps.n, strerror(-rc));
+	free(t);
+	free(ps.d);
+}
+
 static void *worker(void *arg)
 {
 	struct osbfs *fs = arg;
@@ -383,7 +479,8 @@ static void *worker(void *arg)
 	while (!wb->stop) {
 		long long wait;
 		memset(items, 0, sizeof(items));
-		size_t n = pick(c, items, &wait);
+		size_t n = pick(c, items, &wait,
+				fs->opt->writeback_delay_ms / 2);
 		if (!n) {
 			struct timespec ts;
 			abs_deadline(&ts, wait);
@@ -394,6 +491,7 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&c->lock);
 		pthread_rwlock_rdlock(&fs->path_lock);
 		run_batch(fs, wb, items, n);
+		apply_dir_times(fs);
 		pthread_rwlock_unlock(&fs->path_lock);
 		pthread_mutex_lock(&c->lock);
 		wb->inflight -= n;
@@ -560,6 +658,11 @@ int wb_flush_all(struct osbfs *fs, long timeout_ms)
 	for (size_t i = 0; i < n; i++)
 		cache_unref(c, w[i].cf);
 	free(w);
+	if (!rc) {
+		pthread_rwlock_rdlock(&fs->path_lock);
+		apply_dir_times(fs);
+		pthread_rwlock_unlock(&fs->path_lock);
+	}
 	return rc;
 }
 

@@ -1,0 +1,219 @@
+"""Mounting osbfs for the tests: the Mount handle and the `mount` and
+`make_mount` fixtures (test files import them:
+`from mounthelp import mount, make_mount`).
+
+A Mount runs `build/fs/osbfs -f` on a sandbox of a LocalServer, waits for
+the mount with a deadline, and on stop unmounts, waits for the daemon to
+exit, and fails if its stderr holds a sanitizer report. On a failure the
+exact command line to reproduce is in the error.
+"""
+
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from osbtest import BUILD
+
+OSBFS = BUILD / "fs" / "osbfs"
+
+SANITIZER_WORDS = (
+    "ERROR: AddressSanitizer",
+    "ERROR: LeakSanitizer",
+    "runtime error:",
+    "ERROR: ThreadSanitizer",
+    "SUMMARY: UndefinedBehaviorSanitizer",
+)
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) > 4 and parts[4] == path:
+                return True
+    return False
+
+
+def fusermount_u(path, lazy=False):
+    args = ["fusermount3", "-u"] + (["-z"] if lazy else []) + [path]
+    return subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode
+
+
+class Mount:
+    """One osbfs daemon in the foreground."""
+
+    def __init__(self, server, sandbox_id=None, sdir=None, options=(), cache_dir=None,
+                 workdir=None, env=None, mountpoint=None, api_key=None):
+        self.server = server
+        self.sandbox_id = sandbox_id
+        self.sdir = sdir
+        self.options = list(options)
+        self.workdir = workdir or tempfile.mkdtemp(prefix="osbfs-test-")
+        self.path = mountpoint or os.path.join(self.workdir, "mnt")
+        self.cache_dir = cache_dir or os.path.join(self.workdir, "cache")
+        self.log_path = os.path.join(self.workdir, "osbfs-%d.log" % int(time.time() * 1000))
+        self.env = dict(os.environ)
+        self.env.pop("OPEN_SANDBOX_API_KEY", None)
+        self.env.pop("OPENSANDBOX_API_KEY", None)
+        key = api_key if api_key is not None else server.api_key
+        if key:
+            self.env["OPEN_SANDBOX_API_KEY"] = key
+        self.env.update(env or {})
+        self.proc = None
+        self.exit_code = None
+
+    def argv(self):
+        opts = ["domain=%s:%d" % (self.server.host, self.server.port),
+                "cache_dir=%s" % self.cache_dir]
+        if self.server.url.startswith("https"):
+            opts.append("protocol=https")
+        opts += self.options
+        src = (self.sandbox_id or "") + (":" + self.sdir if self.sdir else "")
+        argv = [str(OSBFS), "-f", "-o", ",".join(opts)]
+        if src:
+            argv.append(src)
+        argv.append(self.path)
+        return argv
+
+    def repro(self):
+        return "OPEN_SANDBOX_API_KEY=... " + " ".join(shlex.quote(a) for a in self.argv())
+
+    def start(self, timeout=60, expect_fail=False):
+        os.makedirs(self.path, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv(), stdout=self._log, stderr=self._log,
+                                     stdin=subprocess.DEVNULL, env=self.env)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if is_mounted(self.path):
+                if not self.sandbox_id:
+                    self.sandbox_id = self._sandbox_from_log()
+                return self
+            if self.proc.poll() is not None:
+                self.exit_code = self.proc.returncode
+                if expect_fail:
+                    return self
+                raise RuntimeError("osbfs exited with %d before mounting:\n%s\nrepro: %s"
+                                   % (self.exit_code, self.log(), self.repro()))
+            time.sleep(0.05)
+        self.kill9()
+        raise RuntimeError("osbfs did not mount within %ss:\n%s\nrepro: %s"
+                           % (timeout, self.log(), self.repro()))
+
+    def _sandbox_from_log(self):
+        for line in self.log().splitlines():
+            if "mounted sandbox " in line:
+                return line.split("mounted sandbox ", 1)[1].split(":", 1)[0].strip()
+        return None
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def sanitizer_report(self):
+        text = self.log()
+        for w in SANITIZER_WORDS:
+            if w in text:
+                return text
+        return None
+
+    def stop(self, timeout=120, check=True):
+        """Unmounts and waits for the daemon; returns its exit code."""
+        if self.proc is None:
+            return self.exit_code
+        if is_mounted(self.path):
+            fusermount_u(self.path)
+        try:
+            self.exit_code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.exit_code = self.proc.wait(10)
+            if is_mounted(self.path):
+                fusermount_u(self.path, lazy=True)
+            if check:
+                raise RuntimeError("osbfs did not exit within %ss after unmount:\n%s"
+                                   % (timeout, self.log()))
+        if is_mounted(self.path):
+            fusermount_u(self.path, lazy=True)
+        self.proc = None
+        self._log.close()
+        if check:
+            rep = self.sanitizer_report()
+            if rep:
+                raise AssertionError("sanitizer report in osbfs output:\n%s\nrepro: %s"
+                                     % (rep[-8000:], self.repro()))
+        return self.exit_code
+
+    def kill9(self):
+        """kill -9 the daemon (no flush), then clear the dead mount."""
+        if self.proc is not None:
+            try:
+                self.proc.send_signal(signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(10)
+            self.exit_code = self.proc.returncode
+            self.proc = None
+            self._log.close()
+        if is_mounted(self.path):
+            fusermount_u(self.path, lazy=True)
+
+    def p(self, *parts):
+        return os.path.join(self.path, *parts)
+
+    def spath(self, *parts):
+        """The sandbox path of a file in the mount."""
+        base = self.sdir or "/workspace"
+        return os.path.join(base, *parts)
+
+
+@pytest.fixture
+def make_mount(server, tmp_path):
+    """make_mount(sandbox_id=None, sdir=None, options=(), server=None, ...) ->
+    a started Mount; all stopped (and checked for sanitizer reports) at
+    teardown, their sandboxes deleted when the fixture created them."""
+    mounts = []
+    made = []
+
+    def make(sandbox_id=None, options=(), srv=None, start=True, create=True, **kw):
+        srv = srv or server
+        if sandbox_id is None and create and not any(o.startswith("name=") for o in options):
+            sandbox_id = srv.create_sandbox()
+            made.append((srv, sandbox_id))
+        kw.setdefault("workdir", str(tmp_path / ("m%d" % len(mounts))))
+        os.makedirs(kw["workdir"], exist_ok=True)
+        m = Mount(srv, sandbox_id=sandbox_id, options=options, **kw)
+        mounts.append(m)
+        if start:
+            m.start()
+        return m
+
+    yield make
+    errors = []
+    for m in mounts:
+        try:
+            m.stop()
+        except Exception as e:  # noqa: BLE001
+            errors.append(str(e))
+    for srv, sid in made:
+        try:
+            srv.delete_sandbox(sid)
+        except Exception:
+            pass
+    if errors:
+        raise AssertionError("\n".join(errors))
+
+
+@pytest.fixture
+def mount(make_mount):
+    """A mount of a new sandbox's /workspace with default options."""
+    return make_mount()
