@@ -458,12 +458,14 @@ static int record_write(struct cache *c, struct cfile *cf, const char *path)
 	return 0;
 }
 
-int cache_dirty(struct cache *c, struct cfile *cf, const char *path)
+static int mark_dirty(struct cache *c, struct cfile *cf, const char *path,
+		      bool rewrite)
 {
 	int rc = 0;
 	pthread_mutex_lock(&c->lock);
 	cf->wgen++;
-	if (!cf->dirty || !cf->record_path || strcmp(cf->record_path, path)) {
+	if (rewrite || !cf->dirty || !cf->record_path ||
+	    strcmp(cf->record_path, path)) {
 		rc = record_write(c, cf, path);
 		if (rc)
 			log_error("cannot write the dirty record of %s in %s: %s",
@@ -477,6 +479,16 @@ int cache_dirty(struct cache *c, struct cfile *cf, const char *path)
 	}
 	pthread_mutex_unlock(&c->lock);
 	return rc;
+}
+
+int cache_dirty(struct cache *c, struct cfile *cf, const char *path)
+{
+	return mark_dirty(c, cf, path, false);
+}
+
+int cache_dirty_meta(struct cache *c, struct cfile *cf, const char *path)
+{
+	return mark_dirty(c, cf, path, true);
 }
 
 int cache_record_update(struct cache *c, struct cfile *cf, const char *path)

@@ -137,6 +137,9 @@ void cache_set_base(struct cfile *cf, int64_t size,
  * changed). Takes c->lock.
  */
 int cache_dirty(struct cache *c, struct cfile *cf, const char *path);
+/* The same for a change of mode or times, which the record carries:
+ * the record is always rewritten. */
+int cache_dirty_meta(struct cache *c, struct cfile *cf, const char *path);
 /* Rewrites the record of a dirty cfile under its new path (a rename). */
 int cache_record_update(struct cache *c, struct cfile *cf, const char *path);
 /* The upload of generation @gen is in the sandbox: clean if nothing

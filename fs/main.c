@@ -164,6 +164,14 @@ int main(int argc, char **argv)
 	pthread_rwlock_init(&fs.path_lock, &rwa);
 	atomic_store(&fs.last_activity, mono_ms());
 
+	/* libfuse checks its own options here, before anything is made */
+	struct fuse_lowlevel_ops ops = osbfs_make_ops();
+	fs.se = fuse_session_new(&opt.fuse_args, &ops, sizeof(ops), &fs);
+	if (!fs.se) {
+		fprintf(stderr, "osbfs: cannot start a FUSE session (see the "
+				"message above)\n");
+		goto out;
+	}
 	rc = connect_client(&opt, &fs.client, msg, sizeof(msg));
 	if (!rc)
 		rc = connect_sandbox(&fs, &info, msg, sizeof(msg));
@@ -196,16 +204,10 @@ int main(int argc, char **argv)
 		log_error("cannot read the dirty records in %s: %s",
 			  fs.cache.dir, strerror(-rc));
 
-	struct fuse_lowlevel_ops ops = osbfs_make_ops();
-	fs.se = fuse_session_new(&opt.fuse_args, &ops, sizeof(ops), &fs);
-	if (!fs.se) {
-		fprintf(stderr, "osbfs: cannot start a FUSE session\n");
-		goto out;
-	}
 	if (fuse_set_signal_handlers(fs.se) != 0 ||
 	    fuse_session_mount(fs.se, opt.mountpoint) != 0) {
 		fprintf(stderr, "osbfs: cannot mount at %s\n", opt.mountpoint);
-		goto out_session;
+		goto out;
 	}
 	log_info("mounted sandbox %s:%s at %s", fs.sandbox_id, opt.dir,
 		 opt.mountpoint);
@@ -261,9 +263,9 @@ out_unmount:
 		}
 		wb_stop(&fs);
 	}
-out_session:
-	fuse_session_destroy(fs.se);
 out:
+	if (fs.se)
+		fuse_session_destroy(fs.se);
 	ctl_release_all(&fs);
 	life_release(&fs);
 	if (fs.nodes.by_ino)

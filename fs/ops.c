@@ -441,7 +441,7 @@ static int do_chmod(struct osbfs *fs, struct held *h, mode_t mode)
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (local)
-		return cache_dirty(&fs->cache, cf, h->path);
+		return cache_dirty_meta(&fs->cache, cf, h->path);
 	if (a.type == OSB_SYMLINK)
 		return 0; /* Linux has no mode on symlinks */
 	rc = remote_chmod(fs, h->path, mode, a.owner, a.group);
@@ -501,7 +501,7 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (local)
-		return cache_dirty(&fs->cache, cf, h->path);
+		return cache_dirty_meta(&fs->cache, cf, h->path);
 	if (a.type == OSB_DIR && dirty_below(fs, h->n)) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		if (!h->n->times_pending)

@@ -1,0 +1,202 @@
+"""Real tools on a mount: vim with swap and backup files, sed -i, the
+atomic-save pattern, git, tar, cp -a and rsync. Each result is checked on
+the sandbox side too."""
+
+import hashlib
+import os
+import random
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from mounthelp import make_mount, mount  # noqa: F401  (fixtures)
+
+
+def run(args, cwd=None, env=None, check=True):
+    r = subprocess.run(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if check and r.returncode:
+        raise AssertionError("%s failed (%d):\n%s%s" % (args, r.returncode, r.stdout, r.stderr))
+    return r
+
+
+def sync_all(m):
+    """`.osb/ctl sync` when the control tree is there; else fsync each file."""
+    ctl = m.p(".osb", "ctl")
+    if os.path.exists(ctl):
+        with open(ctl, "w") as f:
+            f.write("sync\n")
+        return
+    for root, dirs, files in os.walk(m.path):
+        dirs[:] = [d for d in dirs if d != ".osb"]
+        for n in files:
+            p = os.path.join(root, n)
+            if not os.path.islink(p):
+                fd = os.open(p, os.O_RDONLY)
+                os.fsync(fd)
+                os.close(fd)
+
+
+def tree_digest(server, sid, directory):
+    """{relative path: sha256} of the files under a sandbox directory."""
+    code, out, err = server.run(sid, "cd %s && find . -type f -print0 | sort -z | xargs -0 -r sha256sum" % directory)
+    assert code == 0, err
+    res = {}
+    for line in out.splitlines():
+        digest, path = line.split("  ", 1)
+        res[path[2:]] = digest
+    return res
+
+
+def local_digest(directory):
+    res = {}
+    for root, _, files in os.walk(directory):
+        for n in files:
+            p = os.path.join(root, n)
+            if os.path.islink(p):
+                continue
+            with open(p, "rb") as f:
+                res[os.path.relpath(p, directory)] = hashlib.sha256(f.read()).hexdigest()
+    return res
+
+
+def test_vim_edit_with_swap_and_backup(server, mount):
+    p = mount.p("notes.txt")
+    with open(p, "w") as f:
+        f.write("alpha\nbeta\ngamma\n")
+    env = dict(os.environ, HOME=mount.workdir)
+    # swapfile, backup and writebackup on, swap and backup beside the file
+    run(["vim", "-u", "NONE", "-i", "NONE", "-N", "-es",
+         "-c", "set swapfile directory=. backup writebackup backupdir=. backupcopy=auto",
+         "-c", "%s/beta/BETA/", "-c", "2t$", "-c", "wq", p], cwd=mount.p(), env=env)
+    assert open(p).read() == "alpha\nBETA\ngamma\nBETA\n"
+    sync_all(mount)
+    assert server.read_file(mount.sandbox_id, mount.spath("notes.txt")) == b"alpha\nBETA\ngamma\nBETA\n"
+    leftovers = [n for n in os.listdir(mount.p()) if n.endswith((".swp", "~"))]
+    assert leftovers == []
+
+
+def test_vim_twice_no_changed_since_reading_warning(server, mount):
+    p = mount.p("twice.txt")
+    with open(p, "w") as f:
+        f.write("1\n")
+    env = dict(os.environ, HOME=mount.workdir)
+    for word in ("two", "three"):
+        # the second :w inside one session must not see the file as
+        # changed by someone else after the first upload
+        r = run(["vim", "-u", "NONE", "-i", "NONE", "-N", "-es", "-c", "set swapfile directory=.",
+                 "-c", "$put ='%s'" % word, "-c", "w", "-c", "sleep 1500m",
+                 "-c", "$put ='%s-again'" % word, "-c", "w", "-c", "q", p], cwd=mount.p(), env=env)
+        assert "changed" not in r.stdout + r.stderr
+    assert open(p).read() == "1\ntwo\ntwo-again\nthree\nthree-again\n"
+
+
+def test_sed_in_place(server, mount):
+    server.write_file(mount.sandbox_id, mount.spath("cfg.ini"), b"debug=false\nport=80\n")
+    run(["sed", "-i", "s/false/true/; s/80/8080/", mount.p("cfg.ini")])
+    assert open(mount.p("cfg.ini")).read() == "debug=true\nport=8080\n"
+    sync_all(mount)
+    assert server.read_file(mount.sandbox_id, mount.spath("cfg.ini")) == b"debug=true\nport=8080\n"
+    assert [n for n in os.listdir(mount.p()) if n.startswith("sed")] == []
+
+
+def test_atomic_save_pattern(server, mount):
+    server.write_file(mount.sandbox_id, mount.spath("doc.json"), b'{"v": 1}')
+    tmp = mount.p(".doc.json.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, b'{"v": 2}')
+    os.fsync(fd)
+    os.close(fd)
+    os.rename(tmp, mount.p("doc.json"))
+    dfd = os.open(mount.p(), os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(dfd)
+    os.close(dfd)
+    # durable right after the rename and the directory fsync
+    assert server.read_file(mount.sandbox_id, mount.spath("doc.json")) == b'{"v": 2}'
+    assert server.stat(mount.sandbox_id, mount.spath(".doc.json.tmp")) is None
+    assert open(mount.p("doc.json"), "rb").read() == b'{"v": 2}'
+
+
+def test_git_workflow(server, mount):
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com", HOME=mount.workdir)
+    repo = mount.p("repo")
+    os.mkdir(repo)
+    run(["git", "init", "-q", "-b", "main"], cwd=repo, env=env)
+    for i in range(20):
+        os.makedirs(os.path.join(repo, "src", "m%d" % (i % 4)), exist_ok=True)
+        with open(os.path.join(repo, "src", "m%d" % (i % 4), "f%d.py" % i), "w") as f:
+            f.write("print(%d)\n" % i)
+    run(["git", "add", "-A"], cwd=repo, env=env)
+    run(["git", "commit", "-q", "-m", "first"], cwd=repo, env=env)
+    assert run(["git", "status", "--porcelain"], cwd=repo, env=env).stdout == ""
+    with open(os.path.join(repo, "src", "m0", "f0.py"), "w") as f:
+        f.write("print('changed')\n")
+    assert run(["git", "status", "--porcelain"], cwd=repo, env=env).stdout == " M src/m0/f0.py\n"
+    run(["git", "commit", "-q", "-am", "second"], cwd=repo, env=env)
+    run(["git", "checkout", "-q", "HEAD~1"], cwd=repo, env=env)
+    assert open(os.path.join(repo, "src", "m0", "f0.py")).read() == "print(0)\n"
+    run(["git", "checkout", "-q", "main"], cwd=repo, env=env)
+    assert run(["git", "status", "--porcelain"], cwd=repo, env=env).stdout == ""
+    run(["git", "fsck", "--no-progress"], cwd=repo, env=env)
+    sync_all(mount)
+    # the repository is whole in the sandbox: git there agrees
+    code, out, err = server.run(mount.sandbox_id, "cd %s && git log --format=%%s && git status --porcelain"
+                                % mount.spath("repo"))
+    assert code == 0, err
+    assert out == "second\nfirst\n"
+
+
+def make_tree(root, nfiles=2000, seed=7):
+    rnd = random.Random(seed)
+    for i in range(nfiles):
+        d = os.path.join(root, "d%02d" % (i % 40), "s%d" % (i % 3))
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "f%04d.dat" % i), "wb") as f:
+            f.write(rnd.randbytes(rnd.randint(0, 8000)))
+    os.symlink("d00/s0/f0000.dat", os.path.join(root, "link"))
+    os.chmod(os.path.join(root, "d01"), 0o750)
+
+
+def test_tar_x_then_cp_a_back(server, mount, tmp_path):
+    src = tmp_path / "src"
+    make_tree(str(src))
+    tarball = tmp_path / "t.tar"
+    run(["tar", "cf", str(tarball), "-C", str(src), "."])
+    os.mkdir(mount.p("x"))
+    t0 = time.time()
+    run(["tar", "xf", str(tarball), "-C", mount.p("x")])
+    took = time.time() - t0
+    print("tar x of 2000 files: %.2f s" % took)
+    back = tmp_path / "back"
+    run(["cp", "-a", mount.p("x"), str(back)])
+    assert local_digest(str(back)) == local_digest(str(src))
+    assert os.readlink(back / "link") == "d00/s0/f0000.dat"
+    assert (os.stat(back / "d01").st_mode & 0o777) == 0o750
+    # tar keeps whole seconds
+    assert int(os.stat(back / "d05" / "s2" / "f0005.dat").st_mtime) == \
+        int(os.stat(src / "d05" / "s2" / "f0005.dat").st_mtime)
+    sync_all(mount)
+    assert tree_digest(server, mount.sandbox_id, mount.spath("x")) == local_digest(str(src))
+
+
+def test_rsync_archive_round_trip(server, mount, tmp_path):
+    src = tmp_path / "src"
+    make_tree(str(src), nfiles=300, seed=3)
+    run(["rsync", "-a", str(src) + "/", mount.p("r") + "/"])
+    # a second run finds nothing to do: sizes and times match
+    r = run(["rsync", "-ai", str(src) + "/", mount.p("r") + "/"])
+    assert [l for l in r.stdout.splitlines() if not l.startswith(".d")] == []
+    sync_all(mount)
+    assert tree_digest(server, mount.sandbox_id, mount.spath("r")) == local_digest(str(src))
+
+
+def test_compile_and_run_c_program(server, mount):
+    with open(mount.p("hello.c"), "w") as f:
+        f.write('#include <stdio.h>\nint main(void){puts("built");return 0;}\n')
+    run(["cc", "-o", mount.p("hello"), mount.p("hello.c")])
+    assert run([mount.p("hello")]).stdout == "built\n"
+    sync_all(mount)
+    code, out, _ = server.run(mount.sandbox_id, mount.spath("hello"))
+    assert (code, out) == (0, "built\n")

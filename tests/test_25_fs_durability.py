@@ -1,0 +1,175 @@
+"""Nothing written is lost: kill -9 of osbfs, the server killed during
+uploads, faults while a tree is unpacked, fsync against a stopped server.
+Each test ends by checking the bytes on the sandbox side."""
+
+import errno
+import hashlib
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from mounthelp import Mount, make_mount  # noqa: F401  (fixture)
+
+
+def wait_until(pred, timeout=60, step=0.1):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return False
+
+
+def fsync(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_files(m, names, size=5000):
+    data = {}
+    for n in names:
+        b = hashlib.sha256(n.encode()).digest() * (size // 32)
+        os.makedirs(os.path.dirname(m.p(n)), exist_ok=True)
+        with open(m.p(n), "wb") as f:
+            f.write(b)
+        data[n] = b
+    return data
+
+
+def test_kill9_with_dirty_files_then_remount_uploads_them(server, make_mount, tmp_path):
+    cache = str(tmp_path / "cache")
+    m = make_mount(options=["writeback_delay=1h"], cache_dir=cache)
+    sid = m.sandbox_id
+    data = write_files(m, ["a.txt", "sub/b.txt", "sub/deeper/c$1.txt", "with space.txt"])
+    os.rename(m.p("a.txt"), m.p("renamed.txt"))
+    data["renamed.txt"] = data.pop("a.txt")
+    os.chmod(m.p("sub/b.txt"), 0o600)
+    for n in data:
+        assert server.stat(sid, m.spath(n).replace("$", "")) is None or "$" in n
+    m.kill9()
+    # nothing reached the sandbox
+    assert server.stat(sid, m.spath("renamed.txt")) is None
+    m2 = make_mount(sandbox_id=sid, create=False, cache_dir=cache)
+    for n, b in data.items():
+        assert open(m2.p(n), "rb").read() == b
+    assert wait_until(lambda: server.stat(sid, m2.spath("renamed.txt")) is not None)
+    m2.stop()
+    for n, b in data.items():
+        code, out, _ = server.run(sid, "sha256sum '%s'" % m2.spath(n))
+        assert code == 0 and out.split()[0] == hashlib.sha256(b).hexdigest(), n
+    assert server.stat(sid, m2.spath("sub/b.txt"))["mode"] == 600
+    assert server.stat(sid, m2.spath("a.txt")) is None
+
+
+def test_kill9_while_writing_keeps_what_was_written(server, make_mount, tmp_path):
+    cache = str(tmp_path / "cache")
+    m = make_mount(options=["writeback_delay=1h"], cache_dir=cache)
+    sid = m.sandbox_id
+    f = open(m.p("open.log"), "wb")
+    f.write(b"line 1\n")
+    f.flush()
+    m.kill9()
+    try:
+        f.close()
+    except OSError:
+        pass
+    m2 = make_mount(sandbox_id=sid, create=False, cache_dir=cache)
+    m2.stop()
+    assert server.read_file(sid, m2.spath("open.log")) == b"line 1\n"
+
+
+def test_fsync_against_stopped_server_is_eio_then_arrives(make_server, make_mount):
+    srv = make_server()
+    m = make_mount(srv=srv, options=["request_timeout=3s"])
+    sid = m.sandbox_id
+    fd = os.open(m.p("important"), os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b"must not be lost")
+    srv.kill()
+    with pytest.raises(OSError) as e:
+        os.fsync(fd)
+    assert e.value.errno == errno.EIO
+    os.close(fd)
+    # still readable locally, and listed
+    assert open(m.p("important"), "rb").read() == b"must not be lost"
+    srv.restart()
+    assert wait_until(lambda: srv.stat(sid, m.spath("important")) is not None, timeout=90)
+    m.stop()
+    assert srv.read_file(sid, m.spath("important")) == b"must not be lost"
+
+
+def test_server_killed_during_uploads_nothing_lost(make_server, make_mount):
+    srv = make_server()
+    m = make_mount(srv=srv, options=["writeback_delay=0", "request_timeout=3s"])
+    sid = m.sandbox_id
+    names = ["f%03d.bin" % i for i in range(200)]
+    stop = threading.Event()
+
+    def killer():
+        time.sleep(0.3)
+        srv.kill()
+        time.sleep(2)
+        srv.restart()
+        stop.set()
+
+    t = threading.Thread(target=killer)
+    t.start()
+    data = write_files(m, names, size=64 * 1024)
+    t.join()
+    m.stop()
+    for n, b in data.items():
+        assert srv.read_file(sid, m.spath(n)) == b, n
+
+
+def test_faults_during_tar_x_every_file_intact(server, make_mount, tmp_path):
+    src = tmp_path / "src"
+    for i in range(600):
+        d = src / ("d%d" % (i % 12))
+        d.mkdir(parents=True, exist_ok=True)
+        (d / ("f%d" % i)).write_bytes(hashlib.sha256(b"%d" % i).digest() * (i % 50 + 1))
+    tarball = tmp_path / "t.tar"
+    subprocess.run(["tar", "cf", str(tarball), "-C", str(src), "."], check=True)
+    m = make_mount()
+    sid = m.sandbox_id
+    os.mkdir(m.p("x"))
+    server.set_faults(rate=0.1, kinds=["reset", "500", "502", "503"], scope="execd")
+    try:
+        r = subprocess.run(["tar", "xf", str(tarball), "-C", m.p("x")], stderr=subprocess.PIPE, text=True)
+        assert r.returncode == 0, r.stderr
+        m.stop()
+    finally:
+        server.clear_faults()
+    code, out, err = server.run(sid, "cd %s && find . -type f | sort | xargs sha256sum" % m.spath("x"))
+    assert code == 0, err
+    got = {line.split("  ", 1)[1][2:]: line.split()[0] for line in out.splitlines()}
+    want = {os.path.relpath(os.path.join(r_, n), src): hashlib.sha256(open(os.path.join(r_, n), "rb").read()).hexdigest()
+            for r_, _, fs in os.walk(src) for n in fs}
+    assert got == want
+
+
+def test_operations_fail_with_eio_while_server_is_away_and_recover(make_server, make_mount):
+    srv = make_server()
+    m = make_mount(srv=srv, options=["request_timeout=2s", "attr_timeout=0", "dir_timeout=0",
+                                     "writeback_delay=1h"])
+    sid = m.sandbox_id
+    srv.write_file(sid, m.spath("there"), b"1")
+    with open(m.p("offline.txt"), "w") as f:
+        f.write("begun before, ")
+    srv.kill()
+    t0 = time.time()
+    with pytest.raises(OSError) as e:
+        os.listdir(m.p())
+    assert e.value.errno == errno.EIO
+    assert time.time() - t0 < 60
+    # a file with local changes stays writable while the server is away
+    with open(m.p("offline.txt"), "a") as f:
+        f.write("finished while the server was away")
+    srv.restart()
+    assert "there" in os.listdir(m.p())
+    m.stop()
+    assert srv.read_file(sid, m.spath("offline.txt")) == b"begun before, finished while the server was away"
