@@ -271,7 +271,10 @@ static int sandbox_from(const cJSON *o, struct osb_sandbox_info *info)
 					strdup(item->valuestring);
 		}
 	}
-	info->created_at = time_of(o, "createdAt");
+	const char *created = get_str(o, "createdAt");
+	if (created)
+		osb_time_parse(created, &info->created);
+	info->created_at = info->created.tv_sec;
 	info->expires_at = time_of(o, "expiresAt");
 	return info->state ? 0 : -ENOMEM;
 }

@@ -179,6 +179,7 @@ struct osb_sandbox_info {
 	struct osb_kvlist metadata;
 	char **entrypoint; /* NULL-terminated, may be NULL */
 	time_t created_at;
+	struct timespec created; /* created_at to the server's precision */
 	time_t expires_at; /* 0 = never expires */
 };
 void osb_sandbox_info_release(struct osb_sandbox_info *info);

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "connect.h"
 #include "log.h"
 
-#define START_WAIT_MS 120000
 #define READY_WAIT_MS 60000
 
 static char *slurp(const char *path, char *msg, size_t msg_size)
@@ -191,15 +191,28 @@ static int find_by_name(struct osbfs *fs, const char *name, char **ret_id,
 	const struct osb_sandbox_info *best = NULL;
 	for (size_t i = 0; i < l.n; i++) {
 		const struct osb_sandbox_info *s = &l.items[i];
-		if (!best || s->created_at < best->created_at ||
-		    (s->created_at == best->created_at &&
-		     strcmp(s->id, best->id) < 0))
+		/* the first made: every racer sees it (it was made before
+		 * the later one listed), so all agree on it */
+		long long a = (long long)s->created.tv_sec * 1000000000LL +
+			      s->created.tv_nsec;
+		long long b = best ? (long long)best->created.tv_sec *
+						1000000000LL +
+					best->created.tv_nsec :
+				     0;
+		if (!best || a < b || (a == b && strcmp(s->id, best->id) < 0))
 			best = s;
 	}
 	if (best)
 		*ret_id = strdup(best->id);
 	osb_sandbox_list_release(&l);
 	return 0;
+}
+
+static void sleep_ms_(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
 }
 
 static int check_label(const char *v, char *msg, size_t msg_size)
@@ -240,10 +253,27 @@ static int by_name(struct osbfs *fs, char **ret_id, bool *ret_created,
 		*ret_created = false;
 		return rc;
 	}
+	long long t0 = mono_ms();
 	rc = create_sandbox(fs, &info, msg, msg_size);
 	if (rc)
 		return rc;
-	rc = find_by_name(fs, fs->opt->name, &id, &count, msg, msg_size);
+	/* A racer's sandbox shows in listings only once its create is done,
+	 * and createdAt is when it began: list again over a window as long
+	 * as our own create took (at least two seconds), until every racer
+	 * is visible to every other; then all agree on the oldest. */
+	long long settle = mono_ms() - t0;
+	if (settle < 2000)
+		settle = 2000;
+	long long until = mono_ms() + settle;
+	for (;;) {
+		free(id);
+		id = NULL;
+		rc = find_by_name(fs, fs->opt->name, &id, &count, msg,
+				  msg_size);
+		if (rc || mono_ms() >= until)
+			break;
+		sleep_ms_(250);
+	}
 	if (!rc && id && strcmp(id, info.id) != 0) {
 		log_info("another mount made sandbox %s named %s first; "
 			 "using it and deleting %s",
@@ -313,7 +343,7 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 	if (strcasecmp(info.state, "Running") != 0 &&
 	    strcasecmp(info.state, "Paused") != 0) {
 		osb_sandbox_info_release(&info);
-		rc = osb_sandbox_wait_running(fs->client, id, START_WAIT_MS,
+		rc = osb_sandbox_wait_running(fs->client, id, fs->opt->start_timeout_ms,
 					      &info, &err);
 		if (rc) {
 			snprintf(msg, msg_size, "%s%s", err.message,
@@ -327,7 +357,7 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 		rc = osb_sandbox_resume(fs->client, id, &err);
 		if (!rc || rc == -EBUSY)
 			rc = osb_sandbox_wait_running(fs->client, id,
-						      START_WAIT_MS, NULL,
+						      fs->opt->start_timeout_ms, NULL,
 						      &err);
 		if (rc) {
 			snprintf(msg, msg_size, "cannot resume sandbox %s: %s",

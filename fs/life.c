@@ -16,7 +16,6 @@
 #include "log.h"
 #include "osbfs.h"
 
-#define RESUME_WAIT_MS 120000
 #define READY_WAIT_MS 60000
 
 struct lifecycle {
@@ -78,7 +77,7 @@ static int do_resume(struct osbfs *fs, struct osb_error *err)
 		rc = 0; /* not paused (any more) */
 	if (!rc)
 		rc = osb_sandbox_wait_running(fs->client, fs->sandbox_id,
-					      RESUME_WAIT_MS, NULL, err);
+					      fs->opt->start_timeout_ms, NULL, err);
 	if (!rc)
 		rc = osb_wait_ready(fs->sb, READY_WAIT_MS, err);
 	return rc;
@@ -112,7 +111,7 @@ int life_ensure_running(struct osbfs *fs)
 	int rc = was_paused ? do_resume(fs, &err) :
 			      osb_sandbox_wait_running(fs->client,
 						       fs->sandbox_id,
-						       RESUME_WAIT_MS, NULL,
+						       fs->opt->start_timeout_ms, NULL,
 						       &err);
 	pthread_mutex_lock(&l->lock);
 	l->busy = false;
@@ -158,6 +157,15 @@ int life_recheck(struct osbfs *fs)
 		return 0;
 	log_info("sandbox %s was paused; resuming it", fs->sandbox_id);
 	return life_ensure_running(fs) == 0 ? 1 : -EIO;
+}
+
+bool life_gone(struct osbfs *fs)
+{
+	struct lifecycle *l = fs->life;
+	pthread_mutex_lock(&l->lock);
+	bool gone = is_state(l, "Deleted");
+	pthread_mutex_unlock(&l->lock);
+	return gone;
 }
 
 int life_pause(struct osbfs *fs, char *msg, size_t msg_size)
@@ -252,17 +260,25 @@ void life_get(struct osbfs *fs, struct life_info *ret)
 
 /* ---- keepalive and idle pause ---- */
 
+static long long wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Renews once half the TTL is gone, if the mount was used since the
+ * last renewal: not on every request, never too late. */
 static void keepalive_tick(struct osbfs *fs)
 {
 	struct lifecycle *l = fs->life;
 	long ttl = fs->opt->timeout_s;
-	time_t now = time(NULL);
 	long long act = atomic_load(&fs->last_activity);
 
 	pthread_mutex_lock(&l->lock);
+	long long left = (long long)l->expires_at * 1000 - wall_ms();
 	bool due = is_state(l, "Running") && l->expires_at && ttl > 0 &&
-		   l->expires_at - now < ttl / 2 &&
-		   act > l->last_renew_activity;
+		   left < ttl * 500LL && act > l->last_renew_activity;
 	pthread_mutex_unlock(&l->lock);
 	if (!due)
 		return;

@@ -6,6 +6,7 @@
 #ifndef OSBFS_LIFE_H
 #define OSBFS_LIFE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <time.h>
 
@@ -25,6 +26,9 @@ int life_ensure_running(struct osbfs *fs);
  * state. Returns 1 if the sandbox was paused and runs again (repeat the
  * request), 0 if nothing changed, negative if it is gone. */
 int life_recheck(struct osbfs *fs);
+
+/* Whether the sandbox is known to be gone (deleted or expired). */
+bool life_gone(struct osbfs *fs);
 
 int life_pause(struct osbfs *fs, char *msg, size_t msg_size);
 int life_resume(struct osbfs *fs, char *msg, size_t msg_size);

@@ -250,7 +250,12 @@ out_unmount:
 				log_error("%s", kmsg);
 		} else {
 			struct wb_stats st;
-			int frc = wb_flush_all(&fs, UNMOUNT_FLUSH_MS);
+			struct life_info li;
+			life_get(&fs, &li);
+			/* a sandbox that is gone takes nothing: do not wait */
+			int frc = strcmp(li.state, "Deleted") == 0 ?
+					  -ENOENT :
+					  wb_flush_all(&fs, UNMOUNT_FLUSH_MS);
 			wb_get_stats(&fs, &st);
 			if (frc || st.dirty_files) {
 				log_error("%zu file(s) not yet in the sandbox at "

@@ -55,6 +55,7 @@ static const struct opt_def table[] = {
 	{ "keepalive", OPT_BOOL, O(keepalive), NULL, "renew the TTL while the mount is in use" },
 	{ "idle_pause", OPT_MS, O(idle_pause_ms), "0", "pause the sandbox after this long idle (0 = never)" },
 	{ "destroy_on_unmount", OPT_BOOL, O(destroy_on_unmount), NULL, "delete the sandbox at unmount" },
+	{ "start_timeout", OPT_MS, O(start_timeout_ms), "2m", "how long a sandbox may stay Pending (or resuming) before the mount gives up" },
 	/* cache */
 	{ "cache_dir", OPT_STR, O(cache_dir), NULL, "local cache (default $XDG_CACHE_HOME/osbfs or ~/.cache/osbfs)" },
 	{ "attr_timeout", OPT_MS, O(attr_timeout_ms), "1s", "how long attributes are cached" },

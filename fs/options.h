@@ -43,6 +43,7 @@ struct osbfs_options {
 	bool keepalive;
 	long idle_pause_ms;     /* 0 = never */
 	bool destroy_on_unmount;
+	long start_timeout_ms;  /* how long a sandbox may take to run */
 
 	/* cache */
 	char *cache_dir;

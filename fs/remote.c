@@ -42,17 +42,27 @@ static bool quiet_errno(int rc)
 	       rc == -ENOTDIR || rc == -EISDIR;
 }
 
-/* Logs once where an error becomes an errno; returns the FUSE errno. */
-static int fail(int rc, const struct osb_error *err, const char *what,
-		const char *path)
+/* Logs once where an error becomes an errno; returns the FUSE errno. A
+ * sandbox that is gone is named as the cause, not the refused
+ * connection that showed it. */
+static int fail_in(struct osbfs *fs, int rc, const struct osb_error *err,
+		   const char *what, const char *path)
 {
 	int e = fs_errno(rc);
-	if (!quiet_errno(e))
+	if (quiet_errno(e))
+		return e;
+	if (fs->life && life_gone(fs))
+		log_error("%s %s: sandbox %s no longer exists (expired or "
+			  "deleted)",
+			  what, path, fs->sandbox_id);
+	else
 		log_error("%s %s: %s", what, path,
 			  err && err->message[0] ? err->message :
 						   strerror(-rc));
 	return e;
 }
+
+#define fail(rc, err, what, path) fail_in(fs, rc, err, what, path)
 
 int remote_enter(struct osbfs *fs)
 {

@@ -369,7 +369,7 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 	if (rc)
 		log_error("upload of %zu file(s) failed (first %s): %s; "
 			  "kept locally and retried",
-			  nu, nu ? ups[0].path : "?", strerror(-rc));
+			  n, items[0].path ? items[0].path : "?", strerror(-rc));
 	finish(fs, wb, items, n, rc, times_ok);
 	for (size_t i = 0; i < n; i++) {
 		if (items[i].fd >= 0)

@@ -1,0 +1,305 @@
+"""A sandbox's whole life through the mount: found or made by name, kept
+alive while used, paused when idle and resumed on the next access,
+destroyed at unmount; TLS with a CA, the server proxy, secured execd
+endpoints; and a clear message for every failure."""
+
+import json
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from mounthelp import Mount, is_mounted, make_mount  # noqa: F401  (fixture)
+
+
+def state(srv, sid):
+    status, _, body = srv.request("GET", "/v1/sandboxes/" + sid)
+    if status == 404:
+        return None
+    return body["status"]["state"]
+
+
+def wait_for(pred, timeout=60, step=0.1):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
+
+
+def list_by_name(srv, name):
+    status, _, body = srv.request("GET", "/v1/sandboxes?metadata=name%%3D%s&pageSize=200" % name)
+    assert status == 200
+    return [s["id"] for s in body["items"]]
+
+
+def info(m):
+    with open(m.p(".osb", "info")) as f:
+        return json.load(f)
+
+
+# ---- names ----
+
+def test_name_creates_then_reconnects(server, make_mount):
+    m1 = make_mount(options=["name=proj-a1"], create=False)
+    sid = m1.sandbox_id
+    with open(m1.p("kept"), "w") as f:
+        f.write("across mounts")
+    m1.stop()
+    m2 = make_mount(options=["name=proj-a1"], create=False)
+    try:
+        assert m2.sandbox_id == sid
+        assert open(m2.p("kept")).read() == "across mounts"
+        assert list_by_name(server, "proj-a1") == [sid]
+    finally:
+        m2.stop()
+        server.delete_sandbox(sid)
+
+
+def test_two_mounts_racing_on_one_name_share_one_sandbox(server, make_mount):
+    mounts = [make_mount(options=["name=race-b2"], create=False, start=False) for _ in range(2)]
+    errors = []
+
+    def start(m):
+        try:
+            m.start()
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=start, args=(m,)) for m in mounts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert not errors, errors
+        assert mounts[0].sandbox_id == mounts[1].sandbox_id
+        assert list_by_name(server, "race-b2") == [mounts[0].sandbox_id]
+        with open(mounts[0].p("one"), "w") as f:
+            f.write("seen by both")
+        fd = os.open(mounts[0].p("one"), os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+        with open(mounts[1].p(".osb", "ctl"), "w") as f:
+            f.write("invalidate\n")
+        assert open(mounts[1].p("one")).read() == "seen by both"
+    finally:
+        for m in mounts:
+            m.stop()
+        for sid in list_by_name(server, "race-b2"):
+            server.delete_sandbox(sid)
+
+
+# ---- keepalive, idle pause, destroy ----
+
+def test_keepalive_outlives_several_ttls(make_server, make_mount):
+    srv = make_server(extra_args=["--min-timeout", "1"])
+    m = make_mount(srv=srv, sandbox_id=None, create=False, options=["timeout=3", "keepalive"])
+    sid = m.sandbox_id
+    srv.reset_stats()
+    t_end = time.time() + 12  # four times the TTL
+    i = 0
+    while time.time() < t_end:
+        with open(m.p("beat"), "w") as f:
+            f.write(str(i))
+        os.listdir(m.p())
+        i += 1
+        time.sleep(0.2)
+    assert state(srv, sid) == "Running"
+    renews = srv.stats()["total"].get("POST /v1/sandboxes/{sandboxId}/renew-expiration", 0)
+    print("\nkeepalive: %d renewals in 12 s of use with a 3 s TTL (%d writes)" % (renews, i))
+    assert 3 <= renews <= 12
+    m.stop()
+
+
+def test_without_keepalive_the_ttl_ends_it(make_server, make_mount):
+    srv = make_server(extra_args=["--min-timeout", "1"])
+    m = make_mount(srv=srv, create=False, options=["timeout=2", "request_timeout=3s"])
+    sid = m.sandbox_id
+    assert wait_for(lambda: state(srv, sid) is None, timeout=15) is None or state(srv, sid) is None
+    # the mount stays up and says what happened
+    with pytest.raises(OSError):
+        os.listdir(m.p("x-" + str(time.time())))
+    inf = wait_for(lambda: info(m)["state"] == "Deleted" and info(m), timeout=30)
+    assert inf and inf["state"] == "Deleted"
+    assert "no longer exists" in inf["last_error"]
+    assert m.stop() in (0, 1)
+
+
+def test_idle_pause_then_transparent_resume(server, make_mount):
+    m = make_mount(options=["idle_pause=1s", "attr_timeout=0", "dir_timeout=0"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("data.txt"), b"still here after a pause")
+    assert wait_for(lambda: state(server, sid) == "Paused", timeout=20)
+    assert info(m)["state"] == "Paused"
+    t0 = time.time()
+    assert open(m.p("data.txt"), "rb").read() == b"still here after a pause"
+    print("\nfirst read after an idle pause: %.2f s" % (time.time() - t0))
+    assert state(server, sid) == "Running"
+    assert info(m)["state"] == "Running"
+
+
+def test_job_resumes_paused_sandbox_and_keeps_it_awake(server, make_mount):
+    m = make_mount(options=["idle_pause=1s"])
+    sid = m.sandbox_id
+    assert wait_for(lambda: state(server, sid) == "Paused", timeout=20)
+    fd = os.open(m.p(".osb", "run"), os.O_RDWR)
+    os.write(fd, b"sleep 4; echo done\n")
+    jid = os.read(fd, 200).decode().strip()
+    os.close(fd)
+    with open(m.p(".osb", "jobs", jid, "wait")) as f:
+        assert f.read().strip() == "exited 0"
+    with open(m.p(".osb", "jobs", jid, "stdout")) as f:
+        assert f.read() == "done\n"
+
+
+def test_destroy_on_unmount(server, make_mount):
+    m = make_mount(options=["destroy_on_unmount"], create=False)
+    sid = m.sandbox_id
+    assert state(server, sid) == "Running"
+    assert m.stop() == 0
+    assert state(server, sid) is None
+
+
+def test_ctl_pause_resume_renew_kill(server, make_mount):
+    m = make_mount()
+    sid = m.sandbox_id
+    before = server.request("GET", "/v1/sandboxes/" + sid)[2]["expiresAt"]
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("renew 3600\n")
+    after = server.request("GET", "/v1/sandboxes/" + sid)[2]["expiresAt"]
+    assert after > before
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("pause\n")
+    assert state(server, sid) == "Paused"
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("resume\n")
+    assert state(server, sid) == "Running"
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("kill\n")
+    assert state(server, sid) is None
+    assert info(m)["state"] == "Deleted"
+
+
+# ---- connections ----
+
+def make_ca(tmp_path):
+    """A test CA and a server certificate for 127.0.0.1 signed by it."""
+    d = tmp_path / "pki"
+    d.mkdir()
+
+    def ossl(*args):
+        subprocess.run(["openssl"] + list(args), cwd=d, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+         "-days", "2", "-subj", "/CN=osbfs test CA")
+    ossl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+         "-subj", "/CN=127.0.0.1")
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    ossl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+         "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")
+    return d
+
+
+def test_tls_with_ca_file(make_server, make_mount, tmp_path):
+    pki = make_ca(tmp_path)
+    srv = make_server(extra_args=["--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key")])
+    assert srv.url.startswith("https://")
+    m = make_mount(srv=srv, create=False, options=["cacert=%s" % (pki / "ca.pem")])
+    with open(m.p("over-tls"), "w") as f:
+        f.write("encrypted in transit")
+    m.stop()
+    assert srv.read_file(m.sandbox_id, m.spath("over-tls")) == b"encrypted in transit"
+
+
+def test_tls_untrusted_certificate_is_refused(make_server, tmp_path):
+    pki = make_ca(tmp_path)
+    srv = make_server(extra_args=["--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key")])
+    m = Mount(srv, sandbox_id="anything", workdir=str(tmp_path / "w"))
+    m.start(expect_fail=True)
+    assert m.exit_code != 0
+    lines = [l for l in m.log().splitlines() if l.strip()]
+    assert len(lines) == 1 and "certificate" in lines[0].lower(), lines
+
+
+def test_tls_insecure_accepts_any_certificate(make_server, make_mount, tmp_path):
+    pki = make_ca(tmp_path)
+    srv = make_server(extra_args=["--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key")])
+    m = make_mount(srv=srv, create=False, options=["insecure"])
+    assert os.path.isdir(m.p())
+    m.stop()
+
+
+def test_server_proxy(server, make_mount):
+    m = make_mount(options=["server_proxy"])
+    with open(m.p("via-proxy"), "w") as f:
+        f.write("proxied")
+    assert "/sandboxes/%s/proxy/44772" % m.sandbox_id in info(m)["endpoint"]
+    m.stop()
+    assert server.read_file(m.sandbox_id, m.spath("via-proxy")) == b"proxied"
+
+
+def test_secured_endpoint_headers_are_sent(make_server, make_mount):
+    srv = make_server(extra_args=["--secure-access"])
+    m = make_mount(srv=srv, create=False)
+    with open(m.p("secured"), "w") as f:
+        f.write("with the execd token")
+    m.stop()
+    assert srv.read_file(m.sandbox_id, m.spath("secured")) == b"with the execd token"
+    assert "token" not in m.log().lower() or "X-EXECD" not in m.log()
+
+
+# ---- failures ----
+
+def test_failed_sandbox_fails_the_mount(server, tmp_path):
+    sid = server.create_sandbox()
+    try:
+        server.admin("POST", "/_admin/sandboxes/%s/state" % sid,
+                     {"state": "Failed", "reason": "IMAGE_PULL_FAILED", "message": "no such image"})
+        m = Mount(server, sandbox_id=sid, workdir=str(tmp_path))
+        m.start(expect_fail=True)
+        lines = [l for l in m.log().splitlines() if l.strip()]
+        assert m.exit_code != 0
+        assert len(lines) == 1 and "Failed" in lines[0] and "no such image" in lines[0], lines
+    finally:
+        server.delete_sandbox(sid)
+
+
+def test_stuck_pending_fails_after_the_deadline(server, tmp_path):
+    sid = server.create_sandbox()
+    try:
+        server.admin("POST", "/_admin/sandboxes/%s/state" % sid, {"state": "Pending"})
+        m = Mount(server, sandbox_id=sid, workdir=str(tmp_path), options=["start_timeout=2s"])
+        t0 = time.time()
+        m.start(expect_fail=True)
+        assert time.time() - t0 < 20
+        lines = [l for l in m.log().splitlines() if l.strip()]
+        assert m.exit_code != 0
+        assert len(lines) == 1 and "Pending" in lines[0], lines
+    finally:
+        server.delete_sandbox(sid)
+
+
+def test_pending_then_running_mounts(make_server, make_mount):
+    srv = make_server(extra_args=["--pending-seconds", "2"])
+    m = make_mount(srv=srv, create=False)
+    assert os.path.isdir(m.p())
+    m.stop()
+
+
+def test_sandbox_deleted_while_mounted(server, make_mount):
+    m = make_mount(options=["attr_timeout=0", "dir_timeout=0", "request_timeout=3s"])
+    sid = m.sandbox_id
+    server.delete_sandbox(sid)
+    with pytest.raises(OSError):
+        os.listdir(m.p())
+    inf = info(m)
+    assert inf["state"] == "Deleted"
+    assert sid in inf["last_error"] and "no longer exists" in inf["last_error"]
+    assert m.stop() in (0, 1)
+    assert not is_mounted(m.path)
