@@ -409,8 +409,18 @@ int http_call(struct osb_client *c, const struct http_request *rq,
 			atomic_fetch_add(&c->n_failures, 1);
 			return rc;
 		}
-		if (rs->sink_stopped)
+		if (rs->sink_stopped) {
+			/* the caller's sink refused the data (a full disk, a
+			 * closed pipe): the caller still needs the message */
+			if (rs->sink_rc) {
+				char where[1024];
+				describe(rq, where, sizeof(where));
+				osb_error_set(err, rs->status, "", "%s: %s",
+					      where, strerror(-rs->sink_rc));
+				atomic_fetch_add(&c->n_failures, 1);
+			}
 			return rs->sink_rc;
+		}
 		if (crc == CURLE_WRITE_ERROR && rs->sink_rc) {
 			osb_error_set(err, rs->status, "",
 				      "%s %s%s: answer larger than %u bytes",
@@ -437,10 +447,14 @@ int http_call(struct osb_client *c, const struct http_request *rq,
 		} else if (rs->status >= 200 && rs->status < 300) {
 			return 0;
 		} else {
+			ret = fail_http(rq, rs, err);
+			/* a 500 that names no cause we know (not ENOENT,
+			 * EACCES, ...) is an internal hiccup: worth another
+			 * try when the call is idempotent */
 			transient = rq->retry == HTTP_RETRY_IDEMPOTENT &&
 				    (rs->status == 502 || rs->status == 503 ||
-				     rs->status == 504 || rs->status == 429);
-			ret = fail_http(rq, rs, err);
+				     rs->status == 504 || rs->status == 429 ||
+				     (rs->status == 500 && ret == -EIO));
 		}
 		rs->transient = transient;
 		rs->retryable = crc != CURLE_OK ? curl_transient(crc) :

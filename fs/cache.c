@@ -5,12 +5,10 @@
  * Layout of CACHE_DIR/<sandbox id>/:
  *   lock          flock'ed by the running mount (one mount per cache)
  *   files/<id>    content, sparse; <id> is 16 hex digits
- *   dirty/<id>    the record of a file with changes not yet uploaded
+ *   journal       records of the files with changes not yet uploaded
  *
- * A record is written (temp + rename) when a file turns dirty or moves,
- * and removed once the sandbox has the data. It is not fsync'ed there:
- * the writeback thread calls syncfs() on the cache after new records, so
- * a burst of thousands of small files costs one flush, not thousands.
+ * A record is appended when a file turns dirty, moves or changes mode or
+ * times, and a "clean" line once the sandbox has the data (journal.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +22,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "journal.h"
 #include "log.h"
 #include "node.h"
 
@@ -64,7 +63,8 @@ static bool is_id_name(const char *s)
 	return strlen(s) == 16 && strspn(s, "0123456789abcdef") == 16;
 }
 
-/* Removes content files that no dirty record names: clean leftovers. */
+/* Removes content files that no live cfile owns: clean leftovers of an
+ * earlier run (c->lock held). */
 static void sweep_clean(struct cache *c)
 {
 	DIR *d = fdopendir(dup(c->files_fd));
@@ -72,12 +72,14 @@ static void sweep_clean(struct cache *c)
 	if (!d)
 		return;
 	while ((de = readdir(d))) {
-		struct stat st;
-		if (de->d_name[0] == '.')
+		if (!is_id_name(de->d_name))
 			continue;
-		if (fstatat(c->dirty_fd, de->d_name, &st, 0) == 0)
-			continue;
-		unlinkat(c->files_fd, de->d_name, 0);
+		uint64_t id = strtoull(de->d_name, NULL, 16);
+		bool live = false;
+		for (size_t i = 0; i < c->nall && !live; i++)
+			live = c->all[i]->id == id;
+		if (!live)
+			unlinkat(c->files_fd, de->d_name, 0);
 	}
 	closedir(d);
 }
@@ -90,7 +92,7 @@ int cache_init(struct cache *c, const char *cache_dir,
 	int rc;
 
 	memset(c, 0, sizeof(*c));
-	c->files_fd = c->dirty_fd = -1;
+	c->dir_fd = c->files_fd = c->journal_fd = -1;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->changed, NULL);
 	c->max_size = max_size;
@@ -117,20 +119,19 @@ int cache_init(struct cache *c, const char *cache_dir,
 		return rc == -EWOULDBLOCK ? -EBUSY : rc;
 	}
 	/* lockfd stays open (and locked) for the life of the process */
+	c->dir_fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	snprintf(path, sizeof(path), "%s/files", c->dir);
-	rc = mkdir_p(path, 0700);
+	rc = c->dir_fd < 0 ? -errno : mkdir_p(path, 0700);
 	c->files_fd = rc ? -1 : open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	snprintf(path, sizeof(path), "%s/dirty", c->dir);
+	if (!rc && c->files_fd < 0)
+		rc = -errno;
 	if (!rc)
-		rc = mkdir_p(path, 0700);
-	c->dirty_fd = rc ? -1 : open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (c->files_fd < 0 || c->dirty_fd < 0) {
-		rc = rc ? rc : -errno;
+		rc = journal_open(c);
+	if (rc) {
 		snprintf(msg, msg_size, "cache dir %s: %s", c->dir,
 			 strerror(-rc));
 		return rc;
 	}
-	sweep_clean(c);
 	return 0;
 }
 
@@ -138,8 +139,10 @@ void cache_release(struct cache *c)
 {
 	if (c->files_fd >= 0)
 		close(c->files_fd);
-	if (c->dirty_fd >= 0)
-		close(c->dirty_fd);
+	if (c->journal_fd >= 0)
+		close(c->journal_fd);
+	if (c->dir_fd >= 0)
+		close(c->dir_fd);
 	free(c->all);
 	free(c->dir);
 	pthread_mutex_destroy(&c->lock);
@@ -198,9 +201,8 @@ static void dirty_list_remove(struct cache *c, struct cfile *cf)
 
 static void record_remove(struct cache *c, struct cfile *cf)
 {
-	char name[17];
-	id_name(cf->id, name);
-	unlinkat(c->dirty_fd, name, 0);
+	if (journal_del(c, cf->id))
+		log_error("cannot append to the journal in %s", c->dir);
 	free(cf->record_path);
 	cf->record_path = NULL;
 }
@@ -405,51 +407,11 @@ void cache_set_base(struct cfile *cf, int64_t size,
 
 /* ---- the dirty records ---- */
 
-static void put_hex(FILE *f, const char *key, const char *s)
-{
-	fprintf(f, "%s=", key);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		fprintf(f, "%02x", *p);
-	fputc('\n', f);
-}
-
 static int record_write(struct cache *c, struct cfile *cf, const char *path)
 {
-	char name[17], tmp[32];
-	id_name(cf->id, name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-	int fd = openat(c->dirty_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-			0600);
-	if (fd < 0)
-		return -errno;
-	FILE *f = fdopen(fd, "w");
-	if (!f) {
-		close(fd);
-		return -ENOMEM;
-	}
-	fprintf(f, "osbfs-dirty 1\n");
-	put_hex(f, "path", path);
-	fprintf(f, "mode=%o\n", (unsigned)cf->mode);
-	fprintf(f, "mtime=%lld.%09ld\n", (long long)cf->mtime.tv_sec,
-		cf->mtime.tv_nsec);
-	fprintf(f, "atime=%lld.%09ld\n", (long long)cf->atime.tv_sec,
-		cf->atime.tv_nsec);
-	fprintf(f, "times=%d\nchmod=%d\n", cf->times_set, cf->chmod_needed);
-	if (cf->base == BASE_ABSENT)
-		fprintf(f, "base=absent\n");
-	else if (cf->base == BASE_KNOWN)
-		fprintf(f, "base=%lld %lld.%09ld\n", (long long)cf->base_size,
-			(long long)cf->base_mtime.tv_sec,
-			cf->base_mtime.tv_nsec);
-	else
-		fprintf(f, "base=unknown\n");
-	put_hex(f, "owner", cf->owner);
-	put_hex(f, "group", cf->group);
-	if (fclose(f) != 0)
-		return -EIO;
-	if (renameat(c->dirty_fd, tmp, c->dirty_fd, name) < 0)
-		return -errno;
-	c->unsynced++;
+	int rc = journal_put(c, cf, path);
+	if (rc)
+		return rc;
 	char *copy = strdup(path);
 	if (copy) {
 		free(cf->record_path);
@@ -558,144 +520,65 @@ void cache_evict(struct cache *c, struct node_table *nt)
 
 /* ---- recovery ---- */
 
-static int hex_decode(const char *hex, char *out, size_t size)
-{
-	size_t n = strlen(hex);
-	if (n % 2 || n / 2 >= size)
-		return -EINVAL;
-	for (size_t i = 0; i < n / 2; i++) {
-		unsigned v;
-		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-			return -EINVAL;
-		out[i] = (char)v;
-	}
-	out[n / 2] = '\0';
-	return 0;
-}
+struct replay {
+	struct cache *c;
+	cache_recover_fn fn;
+	void *arg;
+};
 
-static int parse_ts(const char *s, struct timespec *ts)
+static void replay_one(void *arg, uint64_t id, const struct journal_record *r)
 {
-	long long sec;
-	long nsec;
-	if (sscanf(s, "%lld.%ld", &sec, &nsec) != 2)
-		return -EINVAL;
-	ts->tv_sec = (time_t)sec;
-	ts->tv_nsec = nsec;
-	return 0;
-}
+	struct replay *rp = arg;
+	struct cache *c = rp->c;
+	struct stat st;
+	char name[17];
 
-static int record_read(struct cache *c, const char *name, struct cfile *cf,
-		       char *path, size_t path_size)
-{
-	char line[16384];
-	int fd = openat(c->dirty_fd, name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	FILE *f = fdopen(fd, "r");
-	if (!f) {
-		close(fd);
-		return -ENOMEM;
+	id_name(id, name);
+	if (fstatat(c->files_fd, name, &st, 0) < 0) {
+		log_error("the data of %s is missing from %s/files (%s); "
+			  "cannot recover it",
+			  r->path, c->dir, strerror(errno));
+		return;
 	}
-	int rc = -EINVAL;
-	path[0] = '\0';
-	if (!fgets(line, sizeof(line), f) ||
-	    strcmp(line, "osbfs-dirty 1\n") != 0)
-		goto out;
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		char *eq = strchr(line, '=');
-		if (!eq)
-			continue;
-		*eq++ = '\0';
-		if (strcmp(line, "path") == 0) {
-			if (hex_decode(eq, path, path_size))
-				goto out;
-		} else if (strcmp(line, "mode") == 0) {
-			cf->mode = (mode_t)strtoul(eq, NULL, 8);
-		} else if (strcmp(line, "mtime") == 0) {
-			parse_ts(eq, &cf->mtime);
-		} else if (strcmp(line, "atime") == 0) {
-			parse_ts(eq, &cf->atime);
-		} else if (strcmp(line, "times") == 0) {
-			cf->times_set = atoi(eq) != 0;
-		} else if (strcmp(line, "chmod") == 0) {
-			cf->chmod_needed = atoi(eq) != 0;
-		} else if (strcmp(line, "base") == 0) {
-			long long size;
-			char ts[64];
-			if (strcmp(eq, "absent") == 0) {
-				cf->base = BASE_ABSENT;
-			} else if (sscanf(eq, "%lld %63s", &size, ts) == 2 &&
-				   parse_ts(ts, &cf->base_mtime) == 0) {
-				cf->base = BASE_KNOWN;
-				cf->base_size = size;
-			}
-		} else if (strcmp(line, "owner") == 0) {
-			hex_decode(eq, cf->owner, sizeof(cf->owner));
-		} else if (strcmp(line, "group") == 0) {
-			hex_decode(eq, cf->group, sizeof(cf->group));
-		}
+	pthread_mutex_lock(&c->lock);
+	struct cfile *cf = cfile_new(c, id);
+	if (!cf) {
+		pthread_mutex_unlock(&c->lock);
+		return;
 	}
-	rc = path[0] == '/' ? 0 : -EINVAL;
-out:
-	fclose(f);
-	return rc;
+	cf->mode = r->mode;
+	cf->mtime = r->mtime;
+	cf->atime = r->atime;
+	cf->times_set = r->times_set;
+	cf->chmod_needed = r->chmod_needed;
+	cf->base = r->base;
+	cf->base_size = r->base_size;
+	cf->base_mtime = r->base_mtime;
+	memcpy(cf->owner, r->owner, sizeof(cf->owner));
+	memcpy(cf->group, r->group, sizeof(cf->group));
+	cf->size = st.st_size;
+	cf->complete = true;
+	cf->cached_bytes = st.st_size;
+	c->total_bytes += st.st_size;
+	cf->dirty = true;
+	cf->wgen = 1;
+	cf->record_path = strdup(r->path);
+	dirty_list_append(c, cf);
+	cf->refs++; /* the dirty list's */
+	pthread_mutex_unlock(&c->lock);
+	rp->fn(rp->arg, r->path, cf);
 }
 
 int cache_recover(struct cache *c, cache_recover_fn fn, void *arg)
 {
-	DIR *d = fdopendir(dup(c->dirty_fd));
-	struct dirent *de;
-	int count = 0;
-
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		char path[8192];
-		struct stat st;
-		char *endp;
-
-		if (!is_id_name(de->d_name)) {
-			if (strstr(de->d_name, ".tmp"))
-				unlinkat(c->dirty_fd, de->d_name, 0);
-			continue;
-		}
-		uint64_t id = strtoull(de->d_name, &endp, 16);
-		pthread_mutex_lock(&c->lock);
-		struct cfile *cf = cfile_new(c, id);
-		pthread_mutex_unlock(&c->lock);
-		if (!cf)
-			break;
-		int rc = record_read(c, de->d_name, cf, path, sizeof(path));
-		if (!rc && fstatat(c->files_fd, de->d_name, &st, 0) < 0)
-			rc = -errno;
-		if (rc) {
-			log_error("dirty record %s/dirty/%s unreadable (%s); "
-				  "left in place",
-				  c->dir, de->d_name, strerror(-rc));
-			pthread_mutex_lock(&c->lock);
-			cf->refs = 0;
-			c->nall--; /* cfile_new appended it last */
-			pthread_mutex_unlock(&c->lock);
-			free(cf->ext);
-			pthread_mutex_destroy(&cf->fetch_lock);
-			free(cf);
-			continue;
-		}
-		pthread_mutex_lock(&c->lock);
-		cf->size = st.st_size;
-		cf->complete = true;
-		cf->cached_bytes = st.st_size;
-		c->total_bytes += st.st_size;
-		cf->dirty = true;
-		cf->wgen = 1;
-		cf->record_path = strdup(path);
-		dirty_list_append(c, cf);
-		cf->refs++; /* the dirty list's */
-		pthread_mutex_unlock(&c->lock);
-		fn(arg, path, cf);
-		count++;
-	}
-	closedir(d);
+	struct replay rp = { c, fn, arg };
+	int count = journal_replay(c, replay_one, &rp);
+	pthread_mutex_lock(&c->lock);
+	sweep_clean(c);
+	int rc = journal_compact(c);
+	pthread_mutex_unlock(&c->lock);
+	if (rc)
+		log_error("cannot rewrite the journal in %s: %s", c->dir,
+			  strerror(-rc));
 	return count;
 }

@@ -6,10 +6,10 @@
  * file under CACHE/files/ holding the bytes known locally (a sparse file
  * plus a list of the ranges present), the remote version those bytes
  * came from (size and mtime: the validator), and, when it has changes
- * the sandbox does not have yet, a dirty record under CACHE/dirty/ that
- * names the file's sandbox path. Dirty records are what makes written
- * data survive a crash: a new mount of the same sandbox with the same
- * cache dir finds them and uploads them (cache_recover).
+ * the sandbox does not have yet, a record in CACHE/journal (journal.c)
+ * naming the file's sandbox path. The journal is what makes written data
+ * survive a crash: a new mount of the same sandbox with the same cache
+ * dir replays it and uploads the files (cache_recover).
  *
  * Locking: every cfile field and the cache's lists are guarded by
  * cache->lock. Data is read and written with pread/pwrite outside it.
@@ -84,8 +84,10 @@ struct cfile {
 
 struct cache {
 	char *dir;              /* CACHE_DIR/<sandbox id> */
-	int files_fd;           /* dir fds */
-	int dirty_fd;
+	int dir_fd;             /* CACHE_DIR/<sandbox id> */
+	int files_fd;           /* .../files */
+	int journal_fd;         /* .../journal, O_APPEND (journal.c) */
+	int64_t journal_bytes;
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* uploads done, dirty state changed */
 	int64_t max_size;
@@ -93,7 +95,7 @@ struct cache {
 	struct cfile *dirty_first;    /* oldest first */
 	struct cfile *dirty_last;
 	size_t ndirty;
-	unsigned unsynced;            /* records written since syncfs */
+	unsigned unsynced;            /* journal lines since syncfs */
 	int64_t dirty_bytes;
 	size_t nfiles;
 	struct cfile **all;     /* every live cfile (for eviction) */

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "journal.h"
 #include "log.h"
 #include "remote.h"
 #include "writeback.h"
@@ -521,8 +522,11 @@ static void *syncer(void *arg)
 			continue;
 		c->unsynced = 0;
 		pthread_mutex_unlock(&c->lock);
-		syncfs(c->dirty_fd);
+		syncfs(c->files_fd);
 		pthread_mutex_lock(&c->lock);
+		if (journal_wants_compaction(c) &&
+		    journal_compact(c) != 0)
+			log_error("cannot rewrite the journal in %s", c->dir);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;
@@ -562,8 +566,8 @@ void wb_stop(struct osbfs *fs)
 		pthread_join(wb->threads[i], NULL);
 	if (wb->syncer_started)
 		pthread_join(wb->syncer, NULL);
-	if (fs->cache.dirty_fd >= 0)
-		syncfs(fs->cache.dirty_fd);
+	if (fs->cache.files_fd >= 0)
+		syncfs(fs->cache.files_fd);
 	pthread_cond_destroy(&wb->kick);
 	free(wb);
 	fs->wb = NULL;

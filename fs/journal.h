@@ -1,0 +1,39 @@
+/*
+ * journal.h - the append-only record of dirty files (journal.c), used by
+ * cache.c only.
+ */
+#ifndef OSBFS_JOURNAL_H
+#define OSBFS_JOURNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cache.h"
+
+struct journal_record {
+	char path[8192];
+	mode_t mode;
+	struct timespec mtime, atime;
+	bool times_set, chmod_needed;
+	enum base_state base;
+	int64_t base_size;
+	struct timespec base_mtime;
+	char owner[64], group[64];
+};
+
+/* Opens (makes) CACHE/journal for appending. 0 or -errno. */
+int journal_open(struct cache *c);
+/* Appends the record of dirty @cf at sandbox path @path (c->lock held). */
+int journal_put(struct cache *c, const struct cfile *cf, const char *path);
+/* Appends "file @id is clean" (c->lock held). */
+int journal_del(struct cache *c, uint64_t id);
+/* Rewrites the journal with the dirty list's records only (c->lock). */
+int journal_compact(struct cache *c);
+bool journal_wants_compaction(const struct cache *c);
+
+typedef void (*journal_replay_fn)(void *arg, uint64_t id,
+				  const struct journal_record *r);
+/* Calls @fn for each record still live in the journal; the count. */
+int journal_replay(struct cache *c, journal_replay_fn fn, void *arg);
+
+#endif /* OSBFS_JOURNAL_H */
