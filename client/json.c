@@ -373,7 +373,7 @@ char *json_create_request(const struct osb_create_params *p)
 	if (p->metadata && p->metadata->n)
 		cJSON_AddItemToObject(root, "metadata", kv_object(p->metadata));
 	if (p->network_policy_json) {
-		cJSON *np = cJSON_Parse(p->network_policy_json);
+		cJSON *np = cJSON_ParseWithOpts(p->network_policy_json, NULL, 1);
 		if (!cJSON_IsObject(np)) {
 			cJSON_Delete(np);
 			cJSON_Delete(root);
@@ -532,7 +532,7 @@ char *json_rule(const char *action, const char *target)
 
 int json_check_array(const char *s)
 {
-	cJSON *root = s ? cJSON_Parse(s) : NULL;
+	cJSON *root = s ? cJSON_ParseWithOpts(s, NULL, 1) : NULL;
 	int rc = cJSON_IsArray(root) && cJSON_GetArraySize(root) > 0 ?
 			 0 :
 			 -EINVAL;

@@ -246,6 +246,14 @@ int main(int argc, char **argv)
 	argv += optind;
 	optind = 0; /* glibc: start getopt afresh */
 	status = fn(&cli, argc, argv);
+	/* output lost on its way out (a full disk...) is a failure too */
+	errno = 0;
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "osb: stdout: %s\n",
+			errno ? strerror(errno) : "write error");
+		if (!status)
+			status = 1;
+	}
 	osb_sandbox_close(cli.sb);
 	osb_client_free(cli.client);
 	return status;

@@ -176,23 +176,28 @@ int cmd_get(struct osb_cli *cli, int argc, char **argv)
 		}
 	}
 	int rc = osb_file_download_fd(sb, src, offset, length, fd, NULL, &err);
+	int local = 0; /* a failure of ours after the download: errno only */
 	if (fd != STDOUT_FILENO) {
 		if (!rc && fsync(fd) < 0)
-			rc = -errno;
-		if (close(fd) < 0 && !rc)
-			rc = -errno;
-		if (!rc) {
+			local = -errno;
+		if (close(fd) < 0 && !rc && !local)
+			local = -errno;
+		if (!rc && !local) {
 			mode_t mask = umask(0);
 			umask(mask);
 			fchmodat(AT_FDCWD, tmp, 0666 & ~mask, 0);
 			if (rename(tmp, dst) < 0)
-				rc = -errno;
+				local = -errno;
 		}
-		if (rc)
+		if (rc || local)
 			unlink(tmp);
 	}
 	if (rc)
 		return cli_fail("get", rc, &err);
+	if (local) {
+		fprintf(stderr, "osb: %s: %s\n", dst, strerror(-local));
+		return 1;
+	}
 	return 0;
 }
 
