@@ -398,9 +398,9 @@ void cache_drop_content(struct cache *c, struct cfile *cf)
 void cache_set_base(struct cfile *cf, int64_t size,
 		    const struct timespec *mtime)
 {
-	cf->base = BASE_KNOWN;
-	cf->base_size = size;
-	cf->base_mtime = *mtime;
+	cf->m.base = BASE_KNOWN;
+	cf->m.base_size = size;
+	cf->m.base_mtime = *mtime;
 	if (!cf->dirty && !cf->complete)
 		cf->size = size;
 }
@@ -468,8 +468,8 @@ static void make_clean(struct cache *c, struct cfile *cf)
 	if (!cf->dirty)
 		return;
 	cf->dirty = false;
-	cf->times_set = false;
-	cf->chmod_needed = false;
+	cf->m.times_set = false;
+	cf->m.chmod_needed = false;
 	cf->failures = 0;
 	cf->solo = false;
 	dirty_list_remove(c, cf);
@@ -546,16 +546,7 @@ static void replay_one(void *arg, uint64_t id, const struct journal_record *r)
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
-	cf->mode = r->mode;
-	cf->mtime = r->mtime;
-	cf->atime = r->atime;
-	cf->times_set = r->times_set;
-	cf->chmod_needed = r->chmod_needed;
-	cf->base = r->base;
-	cf->base_size = r->base_size;
-	cf->base_mtime = r->base_mtime;
-	memcpy(cf->owner, r->owner, sizeof(cf->owner));
-	memcpy(cf->group, r->group, sizeof(cf->group));
+	cf->m = r->m;
 	cf->size = st.st_size;
 	cf->complete = true;
 	cf->cached_bytes = st.st_size;

@@ -37,6 +37,24 @@ enum base_state {
 	BASE_KNOWN,   /* the sandbox had base_size/base_mtime */
 };
 
+/*
+ * What a file's bytes travel with: the attributes the sandbox is to get
+ * (authoritative locally while the file is dirty) and the validator of
+ * the sandbox version the local copy derives from. Kept in each cfile,
+ * in its journal record, and in each upload.
+ */
+struct fmeta {
+	mode_t mode;
+	struct timespec mtime;
+	struct timespec atime;
+	bool times_set;         /* mtime (and atime) must be set remotely */
+	bool chmod_needed;      /* mode needs a chmod after the upload */
+	char owner[64], group[64];
+	enum base_state base;
+	int64_t base_size;
+	struct timespec base_mtime;
+};
+
 struct cfile {
 	uint64_t id;
 	struct node *node;      /* back pointer; guarded by the node lock */
@@ -53,17 +71,7 @@ struct cfile {
 	size_t next, ext_cap;
 	int64_t cached_bytes;   /* bytes present (for the size cap) */
 
-	enum base_state base;
-	int64_t base_size;
-	struct timespec base_mtime;
-
-	/* local attributes, authoritative while dirty */
-	mode_t mode;
-	struct timespec mtime;
-	struct timespec atime;
-	bool times_set;         /* mtime (and atime) must be set remotely */
-	bool chmod_needed;      /* mode needs a chmod after the upload */
-	char owner[64], group[64];
+	struct fmeta m;         /* local attributes and validator */
 
 	/* dirty state */
 	bool dirty;

@@ -43,18 +43,18 @@ static void record_line(FILE *m, const struct cfile *cf, const char *path)
 	fprintf(m, "S %016llx", (unsigned long long)cf->id);
 	put_hex(m, "path", path);
 	fprintf(m, " mode=%o mtime=%lld.%09ld atime=%lld.%09ld times=%d chmod=%d",
-		(unsigned)cf->mode, (long long)cf->mtime.tv_sec,
-		cf->mtime.tv_nsec, (long long)cf->atime.tv_sec,
-		cf->atime.tv_nsec, cf->times_set, cf->chmod_needed);
-	if (cf->base == BASE_ABSENT)
+		(unsigned)cf->m.mode, (long long)cf->m.mtime.tv_sec,
+		cf->m.mtime.tv_nsec, (long long)cf->m.atime.tv_sec,
+		cf->m.atime.tv_nsec, cf->m.times_set, cf->m.chmod_needed);
+	if (cf->m.base == BASE_ABSENT)
 		fprintf(m, " base=absent");
-	else if (cf->base == BASE_KNOWN)
-		fprintf(m, " base=%lld:%lld.%09ld", (long long)cf->base_size,
-			(long long)cf->base_mtime.tv_sec, cf->base_mtime.tv_nsec);
+	else if (cf->m.base == BASE_KNOWN)
+		fprintf(m, " base=%lld:%lld.%09ld", (long long)cf->m.base_size,
+			(long long)cf->m.base_mtime.tv_sec, cf->m.base_mtime.tv_nsec);
 	else
 		fprintf(m, " base=unknown");
-	put_hex(m, "owner", cf->owner);
-	put_hex(m, "group", cf->group);
+	put_hex(m, "owner", cf->m.owner);
+	put_hex(m, "group", cf->m.group);
 	fputc('\n', m);
 }
 
@@ -213,29 +213,29 @@ static int parse_record(char *rest, struct journal_record *r)
 			if (unhex(eq, r->path, sizeof(r->path)))
 				return -EINVAL;
 		} else if (strcmp(tok, "mode") == 0) {
-			r->mode = (mode_t)strtoul(eq, NULL, 8);
+			r->m.mode = (mode_t)strtoul(eq, NULL, 8);
 		} else if (strcmp(tok, "mtime") == 0) {
-			parse_ts(eq, &r->mtime);
+			parse_ts(eq, &r->m.mtime);
 		} else if (strcmp(tok, "atime") == 0) {
-			parse_ts(eq, &r->atime);
+			parse_ts(eq, &r->m.atime);
 		} else if (strcmp(tok, "times") == 0) {
-			r->times_set = atoi(eq) != 0;
+			r->m.times_set = atoi(eq) != 0;
 		} else if (strcmp(tok, "chmod") == 0) {
-			r->chmod_needed = atoi(eq) != 0;
+			r->m.chmod_needed = atoi(eq) != 0;
 		} else if (strcmp(tok, "base") == 0) {
 			long long size;
 			char ts[64];
 			if (strcmp(eq, "absent") == 0) {
-				r->base = BASE_ABSENT;
+				r->m.base = BASE_ABSENT;
 			} else if (sscanf(eq, "%lld:%63s", &size, ts) == 2) {
-				r->base = BASE_KNOWN;
-				r->base_size = size;
-				parse_ts(ts, &r->base_mtime);
+				r->m.base = BASE_KNOWN;
+				r->m.base_size = size;
+				parse_ts(ts, &r->m.base_mtime);
 			}
 		} else if (strcmp(tok, "owner") == 0) {
-			unhex(eq, r->owner, sizeof(r->owner));
+			unhex(eq, r->m.owner, sizeof(r->m.owner));
 		} else if (strcmp(tok, "group") == 0) {
-			unhex(eq, r->group, sizeof(r->group));
+			unhex(eq, r->m.group, sizeof(r->m.group));
 		}
 	}
 	return r->path[0] == '/' ? 0 : -EINVAL;

@@ -12,13 +12,7 @@
 
 struct journal_record {
 	char path[8192];
-	mode_t mode;
-	struct timespec mtime, atime;
-	bool times_set, chmod_needed;
-	enum base_state base;
-	int64_t base_size;
-	struct timespec base_mtime;
-	char owner[64], group[64];
+	struct fmeta m;
 };
 
 /* Opens (makes) CACHE/journal for appending. 0 or -errno. */

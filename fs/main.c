@@ -58,8 +58,8 @@ static void recovered(void *arg, const char *path, struct cfile *cf)
 	if (!under_root(fs->root, path, &rel) || !*rel) {
 		/* outside what this mount shows: upload it right here */
 		struct rupload u = { .path = path, .size = cf->size,
-				     .mode = cf->mode, .owner = cf->owner,
-				     .group = cf->group };
+				     .mode = cf->m.mode, .owner = cf->m.owner,
+				     .group = cf->m.group };
 		u.fd = cache_fd(&fs->cache, cf);
 		int rc = u.fd < 0 ? u.fd : remote_upload(fs, &u, 1);
 		if (u.fd >= 0)
@@ -88,9 +88,9 @@ static void recovered(void *arg, const char *path, struct cfile *cf)
 		n->cf = cf; /* the node takes our reference */
 		cf->node = n;
 		n->attr.type = OSB_FILE;
-		n->attr.mode = cf->mode;
+		n->attr.mode = cf->m.mode;
 		n->attr.size = cf->size;
-		n->attr.mtime = cf->mtime;
+		n->attr.mtime = cf->m.mtime;
 		n->attr_valid = true;
 		cf = NULL;
 	}

@@ -108,11 +108,11 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 	if (cf && cf->dirty) {
 		/* local changes the sandbox has not seen yet */
 		st->st_size = cf->size;
-		st->st_mtim = cf->mtime;
-		st->st_atim = cf->times_set ? cf->atime : cf->mtime;
-		st->st_mode = S_IFREG | (cf->mode & 07777);
-		if (st->st_ctim.tv_sec < cf->mtime.tv_sec)
-			st->st_ctim = cf->mtime;
+		st->st_mtim = cf->m.mtime;
+		st->st_atim = cf->m.times_set ? cf->m.atime : cf->m.mtime;
+		st->st_mode = S_IFREG | (cf->m.mode & 07777);
+		if (st->st_ctim.tv_sec < cf->m.mtime.tv_sec)
+			st->st_ctim = cf->m.mtime;
 	}
 	if (n->times_pending) {
 		st->st_mtim = n->pending_mtime;
@@ -207,10 +207,10 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 	if (h->n->cf && !rc && !has_local(h->n)) {
 		pthread_mutex_lock(&fs->cache.lock);
 		struct cfile *cf = h->n->cf;
-		if (cf->base == BASE_KNOWN &&
-		    (cf->base_size != a.size ||
-		     cf->base_mtime.tv_sec != a.mtime.tv_sec ||
-		     cf->base_mtime.tv_nsec != a.mtime.tv_nsec) &&
+		if (cf->m.base == BASE_KNOWN &&
+		    (cf->m.base_size != a.size ||
+		     cf->m.base_mtime.tv_sec != a.mtime.tv_sec ||
+		     cf->m.base_mtime.tv_nsec != a.mtime.tv_nsec) &&
 		    !cf->opens)
 			cache_drop_content(&fs->cache, cf);
 		pthread_mutex_unlock(&fs->cache.lock);
@@ -403,7 +403,7 @@ static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
 		cf->size = size;
 		cf->complete = true;
 		cf->next = 0;
-		clock_gettime(CLOCK_REALTIME, &cf->mtime);
+		clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
 		pthread_mutex_unlock(&fs->cache.lock);
 		pthread_mutex_unlock(&fs->nodes.lock);
 		rc = cache_dirty(&fs->cache, cf, h->path);
@@ -434,9 +434,9 @@ static int do_chmod(struct osbfs *fs, struct held *h, mode_t mode)
 	}
 	if (local) {
 		pthread_mutex_lock(&fs->cache.lock);
-		cf->mode = mode;
+		cf->m.mode = mode;
 		if (mode & 07000 || !(mode & 0777))
-			cf->chmod_needed = true;
+			cf->m.chmod_needed = true;
 		pthread_mutex_unlock(&fs->cache.lock);
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
@@ -494,9 +494,9 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 	bool local = cf && cf->dirty;
 	if (local) {
 		pthread_mutex_lock(&fs->cache.lock);
-		cf->mtime = mt;
-		cf->atime = at.tv_nsec == UTIME_OMIT ? mt : at;
-		cf->times_set = true;
+		cf->m.mtime = mt;
+		cf->m.atime = at.tv_nsec == UTIME_OMIT ? mt : at;
+		cf->m.times_set = true;
 		pthread_mutex_unlock(&fs->cache.lock);
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
@@ -520,8 +520,8 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 		pthread_mutex_lock(&fs->nodes.lock);
 		h->n->attr.mtime = mt;
 		pthread_mutex_lock(&fs->cache.lock);
-		if (h->n->cf && h->n->cf->base == BASE_KNOWN)
-			h->n->cf->base_mtime = mt; /* our own change */
+		if (h->n->cf && h->n->cf->m.base == BASE_KNOWN)
+			h->n->cf->m.base_mtime = mt; /* our own change */
 		pthread_mutex_unlock(&fs->cache.lock);
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}
@@ -585,7 +585,7 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 		rc = node_attr(fs, &h, &a);
 	if (!rc && (mask & X_OK) && a.type == OSB_FILE) {
 		pthread_mutex_lock(&fs->nodes.lock);
-		mode_t m = h.n->cf && h.n->cf->dirty ? h.n->cf->mode : a.mode;
+		mode_t m = h.n->cf && h.n->cf->dirty ? h.n->cf->m.mode : a.mode;
 		pthread_mutex_unlock(&fs->nodes.lock);
 		if (!(m & 0111))
 			rc = -EACCES;

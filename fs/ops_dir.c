@@ -455,7 +455,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		bool only_local = false;
 		if (cf) {
 			pthread_mutex_lock(&fs->cache.lock);
-			only_local = cf->dirty && cf->base == BASE_ABSENT;
+			only_local = cf->dirty && cf->m.base == BASE_ABSENT;
 			pthread_mutex_unlock(&fs->cache.lock);
 		}
 		pthread_mutex_unlock(&fs->nodes.lock);
@@ -580,8 +580,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pthread_mutex_lock(&fs->nodes.lock);
 	pthread_mutex_lock(&fs->cache.lock);
 	struct cfile *scf = src.n->cf, *dcf = dst.n->cf;
-	bool src_local = scf && scf->dirty && scf->base == BASE_ABSENT;
-	bool dst_local = dcf && dcf->dirty && dcf->base == BASE_ABSENT;
+	bool src_local = scf && scf->dirty && scf->m.base == BASE_ABSENT;
+	bool dst_local = dcf && dcf->dirty && dcf->m.base == BASE_ABSENT;
 	pthread_mutex_unlock(&fs->cache.lock);
 	pthread_mutex_unlock(&fs->nodes.lock);
 
@@ -592,19 +592,19 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		pthread_mutex_lock(&fs->cache.lock);
 		if (dst_exists && !dst_local) {
 			bool dst_dirty = dcf && dcf->dirty;
-			if (dst_dirty && dcf->base != BASE_UNKNOWN) {
-				scf->base = dcf->base;
-				scf->base_size = dcf->base_size;
-				scf->base_mtime = dcf->base_mtime;
+			if (dst_dirty && dcf->m.base != BASE_UNKNOWN) {
+				scf->m.base = dcf->m.base;
+				scf->m.base_size = dcf->m.base_size;
+				scf->m.base_mtime = dcf->m.base_mtime;
 			} else if (!dst_dirty) {
-				scf->base = BASE_KNOWN;
-				scf->base_size = da.size;
-				scf->base_mtime = da.mtime;
+				scf->m.base = BASE_KNOWN;
+				scf->m.base_size = da.size;
+				scf->m.base_mtime = da.mtime;
 			} else {
-				scf->base = BASE_UNKNOWN;
+				scf->m.base = BASE_UNKNOWN;
 			}
-			memcpy(scf->owner, da.owner, sizeof(scf->owner));
-			memcpy(scf->group, da.group, sizeof(scf->group));
+			memcpy(scf->m.owner, da.owner, sizeof(scf->m.owner));
+			memcpy(scf->m.group, da.group, sizeof(scf->m.group));
 		}
 		pthread_mutex_unlock(&fs->cache.lock);
 		pthread_mutex_unlock(&fs->nodes.lock);

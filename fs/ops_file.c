@@ -145,19 +145,19 @@ struct cfile *file_prepare(struct osbfs *fs, struct held *h,
 	if (cf) {
 		pthread_mutex_lock(&c->lock);
 		if (!cf->dirty) {
-			bool same = cf->base == BASE_KNOWN &&
-				    cf->base_size == a->size &&
-				    cf->base_mtime.tv_sec == a->mtime.tv_sec &&
-				    cf->base_mtime.tv_nsec == a->mtime.tv_nsec;
+			bool same = cf->m.base == BASE_KNOWN &&
+				    cf->m.base_size == a->size &&
+				    cf->m.base_mtime.tv_sec == a->mtime.tv_sec &&
+				    cf->m.base_mtime.tv_nsec == a->mtime.tv_nsec;
 			if (!same && (cf->cached_bytes || cf->complete))
 				cache_drop_content(c, cf);
 			*ret_keep = same && (cf->cached_bytes || cf->complete);
 			cache_set_base(cf, a->size, &a->mtime);
 			cf->size = a->size;
-			cf->mode = a->mode;
-			cf->mtime = a->mtime;
-			memcpy(cf->owner, a->owner, sizeof(cf->owner));
-			memcpy(cf->group, a->group, sizeof(cf->group));
+			cf->m.mode = a->mode;
+			cf->m.mtime = a->mtime;
+			memcpy(cf->m.owner, a->owner, sizeof(cf->m.owner));
+			memcpy(cf->m.group, a->group, sizeof(cf->m.group));
 		} else {
 			*ret_keep = true;
 		}
@@ -209,7 +209,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		cache_drop_content(&fs->cache, cf);
 		cf->complete = true;
 		cf->size = 0;
-		clock_gettime(CLOCK_REALTIME, &cf->mtime);
+		clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
 		pthread_mutex_unlock(&fs->cache.lock);
 		if (!rc)
 			rc = cache_dirty(&fs->cache, cf, h.path);
@@ -283,24 +283,24 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			if (!cf->dirty) {
 				if (existed) {
 					cache_set_base(cf, a.size, &a.mtime);
-					memcpy(cf->owner, a.owner,
-					       sizeof(cf->owner));
-					memcpy(cf->group, a.group,
-					       sizeof(cf->group));
+					memcpy(cf->m.owner, a.owner,
+					       sizeof(cf->m.owner));
+					memcpy(cf->m.group, a.group,
+					       sizeof(cf->m.group));
 				} else {
-					cf->base = BASE_ABSENT;
+					cf->m.base = BASE_ABSENT;
 				}
 			}
-			cf->mode = existed ? a.mode : (mode & 07777);
-			if (!existed && (cf->mode & 07000))
-				cf->chmod_needed = true;
-			clock_gettime(CLOCK_REALTIME, &cf->mtime);
-			cf->atime = cf->mtime;
+			cf->m.mode = existed ? a.mode : (mode & 07777);
+			if (!existed && (cf->m.mode & 07000))
+				cf->m.chmod_needed = true;
+			clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
+			cf->m.atime = cf->m.mtime;
 			pthread_mutex_unlock(&fs->cache.lock);
 			memset(&h.n->attr, 0, sizeof(h.n->attr));
 			h.n->attr.type = OSB_FILE;
-			h.n->attr.mode = cf->mode;
-			h.n->attr.mtime = h.n->attr.ctime = cf->mtime;
+			h.n->attr.mode = cf->m.mode;
+			h.n->attr.mtime = h.n->attr.ctime = cf->m.mtime;
 			h.n->attr_valid = true;
 			h.n->attr_expiry = mono_ms() + fs->opt->attr_timeout_ms;
 			h.n->neg_expiry = 0;
@@ -455,8 +455,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	pthread_mutex_lock(&c->lock);
 	if (off + n > cf->size)
 		cf->size = off + n;
-	clock_gettime(CLOCK_REALTIME, &cf->mtime);
-	cf->times_set = false;
+	clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
+	cf->m.times_set = false;
 	bool quick = cf->dirty && cf->record_path;
 	if (quick)
 		cf->wgen++;

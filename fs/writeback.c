@@ -56,13 +56,7 @@ struct item {
 	int fd;
 	uint64_t gen;
 	int64_t size;
-	mode_t mode;
-	struct timespec mtime, atime;
-	bool times_set, chmod_needed;
-	enum base_state base;
-	int64_t base_size;
-	struct timespec base_mtime;
-	char owner[64], group[64];
+	struct fmeta m;
 	bool skip;              /* deleted meanwhile */
 };
 
@@ -137,16 +131,7 @@ static void snapshot(struct osbfs *fs, struct item *it)
 	pthread_mutex_lock(&c->lock);
 	it->gen = cf->wgen;
 	it->size = cf->size;
-	it->mode = cf->mode;
-	it->mtime = cf->mtime;
-	it->atime = cf->atime;
-	it->times_set = cf->times_set;
-	it->chmod_needed = cf->chmod_needed;
-	it->base = cf->base;
-	it->base_size = cf->base_size;
-	it->base_mtime = cf->base_mtime;
-	memcpy(it->owner, cf->owner, sizeof(it->owner));
-	memcpy(it->group, cf->group, sizeof(it->group));
+	it->m = cf->m;
 	bool gone = !cf->dirty;
 	pthread_mutex_unlock(&c->lock);
 	it->fd = -1;
@@ -192,12 +177,12 @@ static int resolve_conflict(struct osbfs *fs, struct writeback *wb,
 static int check_one(struct osbfs *fs, struct writeback *wb, struct item *it,
 		     const struct fattr *remote, bool exists)
 {
-	if (it->base == BASE_UNKNOWN || !exists)
+	if (it->m.base == BASE_UNKNOWN || !exists)
 		return 0;
 	if (remote->type == OSB_DIR)
 		return -EISDIR;
-	if (it->base == BASE_KNOWN && remote->size == it->base_size &&
-	    same_time(&remote->mtime, &it->base_mtime))
+	if (it->m.base == BASE_KNOWN && remote->size == it->m.base_size &&
+	    same_time(&remote->mtime, &it->m.base_mtime))
 		return 0;
 	return resolve_conflict(fs, wb, it);
 }
@@ -217,7 +202,7 @@ static int check_batch(struct osbfs *fs, struct writeback *wb,
 {
 	for (size_t i = 0; i < n; i++) {
 		struct item *it = &items[i];
-		if (it->skip || it->base == BASE_UNKNOWN)
+		if (it->skip || it->m.base == BASE_UNKNOWN)
 			continue;
 		char *dir = parent_of(it->path);
 		size_t same = 0;
@@ -228,7 +213,7 @@ static int check_batch(struct osbfs *fs, struct writeback *wb,
 			free(d2);
 		}
 		int rc;
-		if (same >= 2 && it->base == BASE_ABSENT) {
+		if (same >= 2 && it->m.base == BASE_ABSENT) {
 			struct rdent *ents = NULL;
 			size_t ne = 0;
 			rc = remote_list(fs, dir, &ents, &ne);
@@ -240,7 +225,7 @@ static int check_batch(struct osbfs *fs, struct writeback *wb,
 				char *d2 = o->skip ? NULL : parent_of(o->path);
 				bool here = d2 && strcmp(d2, dir) == 0;
 				free(d2);
-				if (!here || o->base == BASE_UNKNOWN)
+				if (!here || o->m.base == BASE_UNKNOWN)
 					continue;
 				const char *base = strrchr(o->path, '/') + 1;
 				const struct fattr *ra = NULL;
@@ -248,7 +233,7 @@ static int check_batch(struct osbfs *fs, struct writeback *wb,
 					if (strcmp(ents[e].name, base) == 0)
 						ra = &ents[e].attr;
 				rc = check_one(fs, wb, o, ra, ra != NULL);
-				o->base = BASE_UNKNOWN; /* checked */
+				o->m.base = BASE_UNKNOWN; /* checked */
 			}
 			rdent_array_free(ents, ne);
 		} else {
@@ -294,15 +279,15 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			continue;
 		}
 		if (times_ok) {
-			cf->base = BASE_KNOWN;
-			cf->base_size = it->size;
-			cf->base_mtime = it->mtime;
+			cf->m.base = BASE_KNOWN;
+			cf->m.base_size = it->size;
+			cf->m.base_mtime = it->m.mtime;
 		} else {
-			cf->base = BASE_UNKNOWN;
+			cf->m.base = BASE_UNKNOWN;
 		}
 		if (cf->wgen == it->gen) {
-			cf->times_set = false;
-			cf->chmod_needed = false;
+			cf->m.times_set = false;
+			cf->m.chmod_needed = false;
 		}
 		cache_uploaded(c, cf, it->gen);
 		wb->uploaded_files++;
@@ -310,8 +295,8 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		/* what the sandbox now has is what we show */
 		if (cf->node && !cf->dirty && cf->node->attr_valid) {
 			cf->node->attr.size = it->size;
-			cf->node->attr.mtime = it->mtime;
-			cf->node->attr.mode = it->mode & 07777;
+			cf->node->attr.mtime = it->m.mtime;
+			cf->node->attr.mode = it->m.mode & 07777;
 		}
 	}
 	pthread_cond_broadcast(&c->changed);
@@ -343,18 +328,18 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 			.path = it->path,
 			.fd = it->fd,
 			.size = it->size,
-			.mode = it->mode & 0777,
-			.owner = it->owner,
-			.group = it->group,
+			.mode = it->m.mode & 0777,
+			.owner = it->m.owner,
+			.group = it->m.group,
 		};
 		times[nu] = (struct rtimes){
 			.path = it->path,
-			.mtime = it->mtime,
-			.atime = it->atime,
-			.chmod = it->mode,
-			.do_chmod = it->chmod_needed || (it->mode & 0777) == 0,
+			.mtime = it->m.mtime,
+			.atime = it->m.atime,
+			.chmod = it->m.mode,
+			.do_chmod = it->m.chmod_needed || (it->m.mode & 0777) == 0,
 		};
-		if (!it->times_set)
+		if (!it->m.times_set)
 			times[nu].atime.tv_nsec = UTIME_OMIT;
 		nu++;
 	}
