@@ -1,61 +1,458 @@
 /*
- * ctl.c - the control tree (placeholder until the control tree lands:
- * the directory exists and is empty).
+ * ctl.c - the control tree MOUNTPOINT/.osb/ (DESIGN.md "The control
+ * tree"): its life (init, start, stop), its inodes and their
+ * attributes, lookup, getattr, setattr and readlink of jobs/latest.
+ * Directories (readdir, mkdir/rmdir of jobs) are in ctl_dir.c, open
+ * files in ctl_file.c, the top files' contents and verbs in
+ * ctl_root.c, jobs in jobs*.c.
+ *
+ * Errors: EPERM for a change of names the tree does not allow (mkdir
+ * outside jobs/, rmdir of a fixed entry); EACCES for writing a
+ * read-only file or creating one.
  */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ctl.h"
-#include "osbfs.h"
+#include "ctl_i.h"
+#include "log.h"
 
-#define CTL_INO_BASE (1ull << 48)
+/* attributes of files whose size changes: never cached by the kernel */
+#define LIVE_TIMEOUT 0.0
+#define FIXED_TIMEOUT 1.0
+/* how old the table may be when a name in jobs/ is missing (another
+ * mount may have made it): not at all */
+#define LOOKUP_REFRESH_MS 0
 
-int ctl_init(struct osbfs *fs) { (void)fs; return 0; }
-int ctl_start(struct osbfs *fs) { (void)fs; return 0; }
-void ctl_stop(struct osbfs *fs) { (void)fs; }
-void ctl_release_all(struct osbfs *fs) { (void)fs; }
-bool ctl_is_ino(fuse_ino_t ino) { return ino >= CTL_INO_BASE; }
-fuse_ino_t ctl_root_ino(void) { return CTL_INO_BASE; }
-static void root_stat(struct stat *st)
+const struct ctl_named ctl_root_files[] = {
+	{ "README", K_README }, { "info", K_INFO }, { "ctl", K_CTL },
+	{ "egress", K_EGRESS }, { "log", K_LOG },   { "run", K_RUN },
+	{ "jobs", K_JOBS },
+};
+
+const struct ctl_named ctl_job_files[] = {
+	{ "cmd", K_JCMD },	   { "status", K_JSTATUS }, { "exit_code", K_JEXIT },
+	{ "stdout", K_JSTDOUT }, { "stderr", K_JSTDERR }, { "wait", K_JWAIT },
+	{ "ctl", K_JCTL },	   { "info", K_JINFO },
+};
+
+const size_t ctl_nroot = sizeof(ctl_root_files) / sizeof(ctl_root_files[0]);
+const size_t ctl_njob = sizeof(ctl_job_files) / sizeof(ctl_job_files[0]);
+
+/* ---- life ---- */
+
+int ctl_init(struct osbfs *fs)
 {
-	memset(st, 0, sizeof(*st));
-	st->st_ino = CTL_INO_BASE;
-	st->st_mode = S_IFDIR | 0755;
-	st->st_nlink = 2;
+	struct osb_sandbox_info info;
+	struct ctl *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->fs = fs;
+	if (!realpath(fs->opt->mountpoint, c->mountpoint))
+		snprintf(c->mountpoint, sizeof(c->mountpoint), "%s",
+			 fs->opt->mountpoint);
+	clock_gettime(CLOCK_REALTIME, &c->mounted_at);
+	/* what info shows of the sandbox and never changes */
+	if (osb_sandbox_get(fs->client, fs->sandbox_id, &info, NULL) == 0) {
+		snprintf(c->image, sizeof(c->image), "%s",
+			 info.image ? info.image : "");
+		c->created_at = info.created_at;
+		osb_sandbox_info_release(&info);
+	}
+	int rc = jobs_new(fs, &c->jobs);
+	if (!rc)
+		rc = ctl_readme_make(c, &c->readme);
+	if (rc) {
+		jobs_free(c->jobs);
+		text_release(&c->readme);
+		free(c);
+		return rc;
+	}
+	fs->ctl = c;
+	return 0;
 }
+
+int ctl_start(struct osbfs *fs)
+{
+	return fs->ctl ? jobs_monitor_start(fs->ctl->jobs) : 0;
+}
+
+void ctl_stop(struct osbfs *fs)
+{
+	if (fs->ctl)
+		jobs_monitor_stop(fs->ctl->jobs);
+}
+
+void ctl_release_all(struct osbfs *fs)
+{
+	struct ctl *c = fs->ctl;
+	if (!c)
+		return;
+	jobs_monitor_stop(c->jobs);
+	jobs_free(c->jobs);
+	text_release(&c->readme);
+	free(c);
+	fs->ctl = NULL;
+}
+
+/* ---- inodes ---- */
+
+bool ctl_is_ino(fuse_ino_t ino)
+{
+	return ino >= CTL_INO_BASE;
+}
+
+fuse_ino_t ctl_root_ino(void)
+{
+	return CTL_INO_BASE;
+}
+
+fuse_ino_t ctl_ino(enum ctl_kind kind, const struct job *job)
+{
+	if (kind < K_JOB_FIRST || !job)
+		return CTL_INO_BASE + kind;
+	return CTL_INO_BASE + (job_serial(job) << CTL_JOB_SHIFT) +
+	       (kind - K_JOB_FIRST);
+}
+
+int ctl_node_get(struct ctl *c, fuse_ino_t ino, struct ctl_node *ret)
+{
+	if (!ctl_is_ino(ino))
+		return -ENOENT;
+	uint64_t v = ino - CTL_INO_BASE;
+	uint64_t serial = v >> CTL_JOB_SHIFT;
+	uint64_t k = v & ((1u << CTL_JOB_SHIFT) - 1);
+	ret->job = NULL;
+	if (!serial) {
+		if (k >= K_JOB_FIRST)
+			return -ENOENT;
+		ret->kind = (enum ctl_kind)k;
+		return 0;
+	}
+	if (k > K_JINFO - K_JOB_FIRST)
+		return -ENOENT;
+	ret->job = jobs_by_serial(c->jobs, serial);
+	if (!ret->job)
+		return -ENOENT;
+	ret->kind = (enum ctl_kind)(K_JOB_FIRST + k);
+	return 0;
+}
+
+void ctl_node_put(struct ctl *c, struct ctl_node *n)
+{
+	job_put(c->jobs, n->job);
+	n->job = NULL;
+}
+
+bool ctl_latest_id(struct ctl *c, char *buf, size_t size)
+{
+	struct job_entry *e = NULL;
+	size_t n = 0;
+	if (jobs_list(c->jobs, &e, &n) || !n) {
+		free(e);
+		return false;
+	}
+	snprintf(buf, size, "%s", e[n - 1].id);
+	free(e);
+	return true;
+}
+
+/* The mode of each kind: who may read (0444) and write (0200) it. */
+static const mode_t modes[] = {
+	[K_ROOT] = S_IFDIR | 0755,   [K_README] = S_IFREG | 0444,
+	[K_INFO] = S_IFREG | 0444,   [K_CTL] = S_IFREG | 0200,
+	[K_EGRESS] = S_IFREG | 0644, [K_LOG] = S_IFREG | 0444,
+	[K_RUN] = S_IFREG | 0644,    [K_JOBS] = S_IFDIR | 0755,
+	[K_LATEST] = S_IFLNK | 0777, [K_JOB] = S_IFDIR | 0755,
+	[K_JCMD] = S_IFREG | 0444,   [K_JSTATUS] = S_IFREG | 0444,
+	[K_JEXIT] = S_IFREG | 0444,  [K_JSTDOUT] = S_IFREG | 0444,
+	[K_JSTDERR] = S_IFREG | 0444, [K_JWAIT] = S_IFREG | 0444,
+	[K_JCTL] = S_IFREG | 0200,   [K_JINFO] = S_IFREG | 0444,
+};
+
+mode_t ctl_node_mode(struct ctl *c, const struct ctl_node *n)
+{
+	struct job_view v;
+	if (n->kind != K_JCMD)
+		return modes[n->kind];
+	/* a named job's cmd takes a command until it has one */
+	job_view(c->jobs, n->job, &v);
+	return S_IFREG | (v.state == JOB_CREATED ? 0644 : 0444);
+}
+
+/* The length of what @make writes. */
+static off_t len_of(struct ctl *c, struct job *j,
+		    int (*make_ctl)(struct ctl *, struct text *),
+		    int (*make_job)(struct jobs *, struct job *, struct text *))
+{
+	struct text t = { 0 };
+	int rc = make_ctl ? make_ctl(c, &t) : make_job(c->jobs, j, &t);
+	off_t n = rc ? 0 : (off_t)t.len;
+	text_release(&t);
+	return n;
+}
+
+/* Sizes and times of a job's files. */
+static void job_stat(struct ctl *c, const struct ctl_node *n,
+		     struct stat *st)
+{
+	struct job_view v;
+	job_view(c->jobs, n->job, &v);
+	struct timespec when = v.started_at.tv_sec ? v.started_at :
+			       v.created_at.tv_sec ? v.created_at :
+						     c->mounted_at;
+	struct timespec end = v.finished_at.tv_sec ? v.finished_at : when;
+	int k = n->kind == K_JSTDOUT ? JOB_STDOUT : JOB_STDERR;
+
+	st->st_mtim = st->st_ctim = st->st_atim = when;
+	switch (n->kind) {
+	case K_JCMD:
+		st->st_size = v.cmd_size > 0 ? v.cmd_size : 0;
+		break;
+	case K_JSTDOUT:
+	case K_JSTDERR:
+		st->st_size = v.size[k];
+		if (v.mtime[k].tv_sec)
+			st->st_mtim = st->st_ctim = v.mtime[k];
+		break;
+	case K_JWAIT:
+	case K_JSTATUS:
+		if (n->kind == K_JSTATUS || v.state == JOB_DONE)
+			st->st_size = len_of(c, n->job, NULL, job_status_text);
+		st->st_mtim = st->st_ctim = end;
+		break;
+	case K_JEXIT:
+		st->st_size = len_of(c, n->job, NULL, job_exit_code_text);
+		st->st_mtim = st->st_ctim = end;
+		break;
+	case K_JINFO: /* its size needs the command, maybe remote: 0 */
+		st->st_mtim = st->st_ctim = end;
+		break;
+	default:
+		break;
+	}
+}
+
+void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st)
+{
+	char id[JOB_ID_MAX];
+	char *log;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ctl_ino(n->kind, n->job);
+	st->st_mode = ctl_node_mode(c, n);
+	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
+	st->st_uid = c->fs->uid;
+	st->st_gid = c->fs->gid;
+	st->st_blksize = 4096;
+	st->st_mtim = st->st_ctim = st->st_atim = c->mounted_at;
+	switch (n->kind) {
+	case K_README:
+		st->st_size = (off_t)c->readme.len;
+		break;
+	case K_INFO:
+		st->st_size = len_of(c, NULL, ctl_info_json, NULL);
+		break;
+	case K_LOG:
+		log = log_recent();
+		st->st_size = log ? (off_t)strlen(log) : 0;
+		free(log);
+		break;
+	case K_EGRESS:
+		st->st_size = (off_t)atomic_load(&c->egress_size);
+		break;
+	case K_LATEST:
+		if (ctl_latest_id(c, id, sizeof(id)))
+			st->st_size = (off_t)strlen(id);
+		break;
+	default:
+		if (n->job)
+			job_stat(c, n, st);
+		break;
+	}
+}
+
+/* ---- the root entry, in the mount's root directory ---- */
+
 void ctl_root_entry(struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = CTL_INO_BASE;
-	root_stat(&e->attr);
+	e->attr.st_ino = CTL_INO_BASE;
+	e->attr.st_mode = S_IFDIR | 0755;
+	e->attr.st_nlink = 2;
+	e->attr_timeout = FIXED_TIMEOUT;
+	e->entry_timeout = FIXED_TIMEOUT;
 }
-void ctl_root_entry_taken(void) {}
+
+void ctl_root_entry_taken(void)
+{
+	/* inodes here need no lookup count: nothing to do */
+}
+
 void ctl_lookup_root(fuse_req_t req)
 {
+	struct ctl *c = ctl_of(req);
+	struct ctl_node n = { K_ROOT, NULL };
 	struct fuse_entry_param e;
 	ctl_root_entry(&e);
+	ctl_node_stat(c, &n, &e.attr);
 	fuse_reply_entry(req, &e);
 }
-void ctl_lookup(fuse_req_t req, fuse_ino_t p, const char *n) { (void)p; (void)n; fuse_reply_err(req, ENOENT); }
-void ctl_forget(fuse_ino_t ino, uint64_t n) { (void)ino; (void)n; }
+
+static bool is_live_kind(enum ctl_kind k)
+{
+	return k != K_ROOT && k != K_JOBS && k != K_JOB && k != K_README;
+}
+
+void ctl_entry_fill(struct ctl *c, const struct ctl_node *n,
+		    struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	ctl_node_stat(c, n, &e->attr);
+	e->ino = e->attr.st_ino;
+	e->attr_timeout = is_live_kind(n->kind) ? LIVE_TIMEOUT : FIXED_TIMEOUT;
+	e->entry_timeout = n->kind == K_LATEST ? 0.0 : FIXED_TIMEOUT;
+}
+
+void ctl_reply_entry(fuse_req_t req, struct ctl *c, const struct ctl_node *n)
+{
+	struct fuse_entry_param e;
+	ctl_entry_fill(c, n, &e);
+	fuse_reply_entry(req, &e);
+}
+
+static int find_named(const struct ctl_named *t, size_t n, const char *name,
+		      enum ctl_kind *ret)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(t[i].name, name) == 0) {
+			*ret = t[i].kind;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* The job named @name, loading or refreshing the table when needed. */
+static struct job *job_named(struct ctl *c, const char *name)
+{
+	jobs_ensure_loaded(c->jobs);
+	struct job *j = jobs_find(c->jobs, name);
+	if (!j && job_name_valid(name)) {
+		/* made by another mount meanwhile? */
+		jobs_refresh(c->jobs, LOOKUP_REFRESH_MS);
+		j = jobs_find(c->jobs, name);
+	}
+	return j;
+}
+
+void ctl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ctl *c = ctl_of(req);
+	struct ctl_node p, n = { K_ROOT, NULL };
+	char id[JOB_ID_MAX];
+	int rc = ctl_node_get(c, parent, &p);
+
+	if (!rc) {
+		switch (p.kind) {
+		case K_ROOT:
+			rc = find_named(ctl_root_files, ctl_nroot, name, &n.kind);
+			break;
+		case K_JOB:
+			rc = find_named(ctl_job_files, ctl_njob, name, &n.kind);
+			n.job = p.job;
+			p.job = NULL; /* the reference moves to n */
+			break;
+		case K_JOBS:
+			if (strcmp(name, "latest") == 0) {
+				jobs_ensure_loaded(c->jobs);
+				n.kind = K_LATEST;
+				rc = ctl_latest_id(c, id, sizeof(id)) ? 0 : -ENOENT;
+			} else {
+				n.kind = K_JOB;
+				n.job = job_named(c, name);
+				rc = n.job ? 0 : -ENOENT;
+			}
+			break;
+		default:
+			rc = -ENOTDIR;
+		}
+		ctl_node_put(c, &p);
+	}
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		ctl_reply_entry(req, c, &n);
+	ctl_node_put(c, &n);
+}
+
+void ctl_forget(fuse_ino_t ino, uint64_t nlookup)
+{
+	/* inodes are computed, not allocated */
+	(void)ino;
+	(void)nlookup;
+}
+
 void ctl_getattr(fuse_req_t req, fuse_ino_t ino)
 {
+	struct ctl *c = ctl_of(req);
+	struct ctl_node n;
 	struct stat st;
-	(void)ino;
-	root_stat(&st);
-	fuse_reply_attr(req, &st, 1.0);
+
+	if (ctl_node_get(c, ino, &n)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (n.kind == K_JSTDOUT || n.kind == K_JSTDERR)
+		job_watch(c->jobs, n.job); /* tail -f: keep the size fresh */
+	ctl_node_stat(c, &n, &st);
+	fuse_reply_attr(req, &st,
+			is_live_kind(n.kind) ? LIVE_TIMEOUT : FIXED_TIMEOUT);
+	ctl_node_put(c, &n);
 }
-void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *a, int t) { (void)ino; (void)a; (void)t; fuse_reply_err(req, EPERM); }
-void ctl_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) { (void)ino; fuse_reply_open(req, fi); }
-void ctl_readdir(fuse_req_t req, fuse_ino_t ino, size_t s, off_t o, struct fuse_file_info *fi, bool p) { (void)ino; (void)s; (void)o; (void)fi; (void)p; fuse_reply_buf(req, NULL, 0); }
-void ctl_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) { (void)ino; (void)fi; fuse_reply_err(req, 0); }
-void ctl_mkdir(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m) { (void)p; (void)n; (void)m; fuse_reply_err(req, EPERM); }
-void ctl_rmdir(fuse_req_t req, fuse_ino_t p, const char *n) { (void)p; (void)n; fuse_reply_err(req, EPERM); }
-void ctl_create(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, struct fuse_file_info *fi) { (void)p; (void)n; (void)m; (void)fi; fuse_reply_err(req, EPERM); }
-void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) { (void)ino; (void)fi; fuse_reply_err(req, EISDIR); }
-void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t s, off_t o, struct fuse_file_info *fi) { (void)ino; (void)s; (void)o; (void)fi; fuse_reply_err(req, EIO); }
-void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *b, size_t s, off_t o, struct fuse_file_info *fi) { (void)ino; (void)b; (void)s; (void)o; (void)fi; fuse_reply_err(req, EIO); }
-void ctl_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) { (void)ino; (void)fi; fuse_reply_err(req, 0); }
-void ctl_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) { (void)ino; (void)fi; fuse_reply_err(req, 0); }
-void ctl_readlink(fuse_req_t req, fuse_ino_t ino) { (void)ino; fuse_reply_err(req, EINVAL); }
+
+void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		 int to_set)
+{
+	struct ctl *c = ctl_of(req);
+	struct ctl_node n;
+	struct stat st;
+	(void)attr;
+
+	if (ctl_node_get(c, ino, &n)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	int err = 0;
+	if (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME |
+		       FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+		       FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME))
+		err = EPERM;
+	else if (!(ctl_node_mode(c, &n) & 0200))
+		err = EACCES;
+	/* a truncation (O_TRUNC) of a file that keeps nothing: done */
+	if (err) {
+		fuse_reply_err(req, err);
+	} else {
+		ctl_node_stat(c, &n, &st);
+		fuse_reply_attr(req, &st, LIVE_TIMEOUT);
+	}
+	ctl_node_put(c, &n);
+}
+
+void ctl_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct ctl *c = ctl_of(req);
+	char id[JOB_ID_MAX];
+	if (ino != ctl_ino(K_LATEST, NULL)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (!ctl_latest_id(c, id, sizeof(id)))
+		fuse_reply_err(req, ENOENT);
+	else
+		fuse_reply_readlink(req, id);
+}

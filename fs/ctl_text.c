@@ -53,6 +53,11 @@ int text_add(struct text *t, const void *data, size_t n)
 	return 0;
 }
 
+int text_sink(void *arg, const void *data, size_t len)
+{
+	return text_add(arg, data, len);
+}
+
 int text_adds(struct text *t, const char *s)
 {
 	return text_add(t, s, strlen(s));

@@ -39,6 +39,9 @@ int text_json_str(struct text *t, const char *s);
  * a zero time. */
 int text_json_time(struct text *t, struct timespec ts);
 
+/* A download sink (osb_sink_fn) appending to the struct text @arg. */
+int text_sink(void *arg, const void *data, size_t len);
+
 /* "2026-11-29T08:57:00.123Z" into @buf (at least 32 bytes). */
 void text_time_iso(struct timespec ts, char *buf, size_t size);
 

@@ -1,0 +1,218 @@
+/*
+ * ctl_dir.c - the control tree's directories: listings (a snapshot made
+ * at opendir, jobs oldest first), and mkdir/rmdir in jobs/ (named jobs;
+ * forgetting a job). Other directories refuse changes with EPERM.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ctl_i.h"
+#include "log.h"
+
+/* how old the table may be when jobs/ is listed (another mount may have
+ * made or removed jobs) */
+#define LIST_REFRESH_MS 2000
+
+struct dent {
+	char name[JOB_ID_MAX];
+	fuse_ino_t ino;
+	mode_t type;
+};
+
+struct dirsnap {
+	struct dent *e;
+	size_t n;
+};
+
+static int snap_add(struct dirsnap *d, size_t *cap, const char *name,
+		    fuse_ino_t ino, mode_t type)
+{
+	if (d->n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		struct dent *e = realloc(d->e, nc * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		d->e = e;
+		*cap = nc;
+	}
+	snprintf(d->e[d->n].name, sizeof(d->e[d->n].name), "%s", name);
+	d->e[d->n].ino = ino;
+	d->e[d->n].type = type;
+	d->n++;
+	return 0;
+}
+
+static int snap_jobs(struct ctl *c, struct dirsnap *d, size_t *cap)
+{
+	struct job_entry *e = NULL;
+	size_t n = 0;
+
+	jobs_refresh(c->jobs, LIST_REFRESH_MS);
+	int rc = jobs_list(c->jobs, &e, &n);
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = snap_add(d, cap, e[i].id,
+			      CTL_INO_BASE + (e[i].serial << CTL_JOB_SHIFT),
+			      S_IFDIR);
+	if (!rc && n)
+		rc = snap_add(d, cap, "latest", ctl_ino(K_LATEST, NULL),
+			      S_IFLNK);
+	free(e);
+	return rc;
+}
+
+void ctl_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ctl *c = ctl_of(req);
+	struct ctl_node n;
+	size_t cap = 0;
+
+	if (ctl_node_get(c, ino, &n)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	struct dirsnap *d = calloc(1, sizeof(*d));
+	int rc = d ? 0 : -ENOMEM;
+	if (!rc && n.kind != K_ROOT && n.kind != K_JOBS && n.kind != K_JOB)
+		rc = -ENOTDIR;
+	if (!rc)
+		rc = snap_add(d, &cap, ".", ino, S_IFDIR);
+	if (!rc)
+		rc = snap_add(d, &cap, "..",
+			      n.kind == K_ROOT ? NODE_ROOT_INO :
+			      n.kind == K_JOBS ? ctl_root_ino() :
+						 ctl_ino(K_JOBS, NULL),
+			      S_IFDIR);
+	for (size_t i = 0; !rc && n.kind == K_ROOT && i < ctl_nroot; i++)
+		rc = snap_add(d, &cap, ctl_root_files[i].name,
+			      ctl_ino(ctl_root_files[i].kind, NULL),
+			      ctl_root_files[i].kind == K_JOBS ? S_IFDIR : S_IFREG);
+	for (size_t i = 0; !rc && n.kind == K_JOB && i < ctl_njob; i++)
+		rc = snap_add(d, &cap, ctl_job_files[i].name,
+			      ctl_ino(ctl_job_files[i].kind, n.job), S_IFREG);
+	if (!rc && n.kind == K_JOBS)
+		rc = snap_jobs(c, d, &cap);
+	ctl_node_put(c, &n);
+	if (rc) {
+		if (d)
+			free(d->e);
+		free(d);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)d;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		free(d->e);
+		free(d);
+	}
+}
+
+void ctl_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		 struct fuse_file_info *fi, bool plus)
+{
+	struct ctl *c = ctl_of(req);
+	struct dirsnap *d = (struct dirsnap *)(uintptr_t)fi->fh;
+	char *buf = calloc(1, size ? size : 1);
+	size_t used = 0;
+	(void)ino;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (size_t i = (size_t)off; i < d->n; i++) {
+		struct dent *de = &d->e[i];
+		size_t need;
+		if (!plus) {
+			struct stat st = { .st_ino = de->ino,
+					   .st_mode = de->type };
+			need = fuse_add_direntry(req, buf + used, size - used,
+						 de->name, &st, (off_t)(i + 1));
+		} else {
+			struct fuse_entry_param e;
+			struct ctl_node n;
+			memset(&e, 0, sizeof(e));
+			if (i >= 2 && ctl_node_get(c, de->ino, &n) == 0) {
+				ctl_entry_fill(c, &n, &e);
+				ctl_node_put(c, &n);
+			} else {
+				e.attr.st_ino = de->ino;
+				e.attr.st_mode = de->type;
+			}
+			need = fuse_add_direntry_plus(req, buf + used,
+						      size - used, de->name, &e,
+						      (off_t)(i + 1));
+		}
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+void ctl_releasedir(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi)
+{
+	struct dirsnap *d = (struct dirsnap *)(uintptr_t)fi->fh;
+	(void)ino;
+	if (d)
+		free(d->e);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+void ctl_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+	       mode_t mode)
+{
+	struct ctl *c = ctl_of(req);
+	struct ctl_node p;
+	struct job *j = NULL;
+	(void)mode;
+
+	int rc = ctl_node_get(c, parent, &p);
+	if (!rc && p.kind != K_JOBS)
+		rc = -EPERM;
+	if (!rc && strcmp(name, "latest") == 0)
+		rc = -EEXIST;
+	if (!rc && !job_name_valid(name)) {
+		log_error("mkdir jobs/%s: a job name is 1 to %d of A-Z a-z "
+			  "0-9 . _ - (not starting with . or -)",
+			  name, JOB_NAME_MAX);
+		rc = -EINVAL;
+	}
+	if (!rc)
+		rc = jobs_make_named(c->jobs, name, &j);
+	if (!rc) {
+		struct ctl_node n = { K_JOB, j };
+		ctl_reply_entry(req, c, &n);
+		job_put(c->jobs, j);
+	} else {
+		fuse_reply_err(req, -rc);
+	}
+	ctl_node_put(c, &p);
+}
+
+void ctl_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ctl *c = ctl_of(req);
+	struct ctl_node p;
+
+	int rc = ctl_node_get(c, parent, &p);
+	if (!rc && p.kind != K_JOBS)
+		rc = p.kind == K_JOB ? -ENOTDIR : -EPERM;
+	if (!rc && strcmp(name, "latest") == 0)
+		rc = -ENOTDIR;
+	if (!rc) {
+		jobs_ensure_loaded(c->jobs);
+		rc = jobs_remove(c->jobs, name);
+		if (rc == -EBUSY)
+			log_error("rmdir jobs/%s: the job is running (write "
+				  "kill to its ctl first)",
+				  name);
+	}
+	fuse_reply_err(req, -rc);
+	ctl_node_put(c, &p);
+}

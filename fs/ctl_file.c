@@ -1,0 +1,341 @@
+/*
+ * ctl_file.c - open control files: open, read, write, flush, release.
+ *
+ * Every control file is opened direct_io (its size changes; no page
+ * cache). What a read returns is made when a read at offset 0 comes (so
+ * `cat` sees one consistent value, and re-reading from the start gives a
+ * fresh one), except stdout/stderr (ranged downloads) and wait (answered
+ * when the job ends, see jobs_wait.c).
+ *
+ * `run` and a named job's `cmd` collect what is written and start the
+ * job at the first flush (close) after a write, so close() reports a
+ * failed start, or at the first read of the same open file (which then
+ * returns the new job's id, whatever the file offset: after the write it
+ * is past the command). Closing without writing starts nothing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ctl_i.h"
+#include "log.h"
+
+static struct ctl_fh *fh_of(struct fuse_file_info *fi)
+{
+	return (struct ctl_fh *)(uintptr_t)fi->fh;
+}
+
+static void fh_free(struct ctl *c, struct ctl_fh *fh)
+{
+	if (!fh)
+		return;
+	ctl_node_put(c, &fh->node);
+	text_release(&fh->out);
+	text_release(&fh->in);
+	pthread_mutex_destroy(&fh->lock);
+	free(fh);
+}
+
+/* Whether @n may be opened so: 0 or the errno. */
+static int open_check(struct ctl *c, const struct ctl_node *n, bool rd,
+		      bool wr)
+{
+	mode_t m = ctl_node_mode(c, n);
+	if (S_ISDIR(m))
+		return EISDIR;
+	if (S_ISLNK(m))
+		return ELOOP;
+	if ((rd && !(m & 0444)) || (wr && !(m & 0200)))
+		return EACCES;
+	return 0;
+}
+
+void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ctl *c = ctl_of(req);
+	struct ctl_node n;
+	int acc = fi->flags & O_ACCMODE;
+
+	if (ctl_node_get(c, ino, &n)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	int err = open_check(c, &n, acc != O_WRONLY, acc != O_RDONLY);
+	struct ctl_fh *fh = err ? NULL : calloc(1, sizeof(*fh));
+	if (!err && !fh)
+		err = ENOMEM;
+	if (err) {
+		ctl_node_put(c, &n);
+		fuse_reply_err(req, err);
+		return;
+	}
+	pthread_mutex_init(&fh->lock, NULL);
+	fh->node = n;
+	fh->writer = acc != O_RDONLY;
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		fh_free(c, fh); /* interrupted: no release will come */
+}
+
+void ctl_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		mode_t mode, struct fuse_file_info *fi)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	(void)fi;
+	/* nothing new can be made here (mkdir jobs/NAME makes jobs) */
+	fuse_reply_err(req, EACCES);
+}
+
+/* ---- starting a job from run or cmd ---- */
+
+static const char *file_name(const struct ctl_fh *fh)
+{
+	return fh->node.kind == K_RUN ? "run" : "cmd";
+}
+
+/* Starts the job written to @fh, once. Locked (fh). */
+static int start_pending(struct ctl *c, struct ctl_fh *fh)
+{
+	if (fh->started)
+		return fh->start_rc;
+	if (!fh->in.len)
+		return 0; /* nothing written (yet): a dup'd fd's close */
+	fh->started = true;
+	int rc = 0;
+	if (text_blank(fh->in.s, fh->in.len)) {
+		log_error("%s: the command is empty", file_name(fh));
+		rc = -EINVAL;
+	} else if (text_check_command(fh->in.s, fh->in.len, false)) {
+		log_error("%s: the command is not text (binary data, or not "
+			  "UTF-8)",
+			  file_name(fh));
+		rc = -EINVAL;
+	} else if (fh->node.kind == K_RUN) {
+		struct job *j = NULL;
+		rc = jobs_run(c->jobs, fh->in.s, fh->in.len, &j);
+		if (!rc) {
+			snprintf(fh->job_id, sizeof(fh->job_id), "%s",
+				 job_id(j));
+			job_put(c->jobs, j);
+		}
+	} else {
+		rc = job_start(c->jobs, fh->node.job, fh->in.s, fh->in.len);
+		if (rc == -EACCES)
+			log_error("cmd of job %s: the job has a command "
+				  "already",
+				  job_id(fh->node.job));
+	}
+	fh->start_rc = rc;
+	text_release(&fh->in);
+	return rc;
+}
+
+/* ---- read ---- */
+
+/* Makes what a read of @fh returns. Locked (fh). */
+static int make_out(struct ctl *c, struct ctl_fh *fh)
+{
+	struct jobs *js = c->jobs;
+	struct job *j = fh->node.job;
+	struct text *t = &fh->out;
+	char *log;
+	int rc;
+
+	text_clear(t);
+	switch (fh->node.kind) {
+	case K_README:
+		return text_add(t, c->readme.s, c->readme.len);
+	case K_INFO:
+		return ctl_info_json(c, t);
+	case K_LOG:
+		log = log_recent();
+		rc = log ? text_adds(t, log) : -ENOMEM;
+		free(log);
+		return rc;
+	case K_EGRESS:
+		return ctl_egress_text(c, t);
+	case K_RUN:
+		rc = start_pending(c, fh);
+		if (!rc && fh->job_id[0])
+			rc = text_printf(t, "%s\n", fh->job_id);
+		return rc;
+	case K_JCMD:
+		rc = job_cmd_text(js, j, t);
+		return rc == -ENOENT ? 0 : rc;
+	case K_JSTATUS:
+		return job_status_text(js, j, t);
+	case K_JEXIT:
+		return job_exit_code_text(js, j, t);
+	case K_JINFO:
+		return job_info_json(js, j, t);
+	default:
+		return -EACCES;
+	}
+}
+
+static void read_output(fuse_req_t req, struct ctl *c, struct ctl_fh *fh,
+			size_t size, off_t off)
+{
+	struct text t = { 0 };
+	int rc = job_read_output(c->jobs, fh->node.job,
+				 fh->node.kind == K_JSTDOUT ? JOB_STDOUT :
+							      JOB_STDERR,
+				 size, off, &t);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, t.s, t.len < size ? t.len : size);
+	text_release(&t);
+}
+
+void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+	      struct fuse_file_info *fi)
+{
+	struct ctl *c = ctl_of(req);
+	struct ctl_fh *fh = fh_of(fi);
+	(void)ino;
+
+	switch (fh->node.kind) {
+	case K_JWAIT:
+		job_wait(c->jobs, fh->node.job, req, size, off);
+		return;
+	case K_JSTDOUT:
+	case K_JSTDERR:
+		read_output(req, c, fh, size, off);
+		return;
+	default:
+		break;
+	}
+	pthread_mutex_lock(&fh->lock);
+	int rc = 0;
+	if (fh->node.kind == K_RUN) {
+		/* the id, to whoever reads first: after a write, the file
+		 * offset is past what was written */
+		off = fh->out_pos;
+	}
+	if (!fh->have_out || (off == 0 && fh->node.kind != K_RUN)) {
+		rc = make_out(c, fh);
+		fh->have_out = !rc;
+	}
+	if (rc) {
+		pthread_mutex_unlock(&fh->lock);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	size_t len = fh->out.len;
+	size_t from = off < 0 || (size_t)off > len ? len : (size_t)off;
+	size_t n = len - from < size ? len - from : size;
+	fh->out_pos = from + n;
+	fuse_reply_buf(req, n ? fh->out.s + from : NULL, n);
+	pthread_mutex_unlock(&fh->lock);
+}
+
+/* ---- write ---- */
+
+/* Collects a piece of the command written to run or cmd. Locked (fh). */
+static int collect_command(struct ctl_fh *fh, const char *buf, size_t size,
+			   off_t off)
+{
+	if (fh->started) {
+		log_error("%s: the job was already started from this open "
+			  "file; open it again for another",
+			  file_name(fh));
+		return -EBUSY;
+	}
+	int rc = memchr(buf, '\0', size) ? -EINVAL : 0;
+	if (!rc)
+		rc = text_put(&fh->in, (uint64_t)off, buf, size);
+	if (!rc)
+		rc = text_check_command(fh->in.s, fh->in.len, true);
+	if (rc == -EFBIG)
+		log_error("%s: a command may hold at most %u bytes",
+			  file_name(fh), TEXT_MAX);
+	else if (rc == -EINVAL)
+		log_error("%s: the command is not text (binary data, or not "
+			  "UTF-8)",
+			  file_name(fh));
+	if (rc) {
+		/* the command is spoiled: nothing starts from this file */
+		text_release(&fh->in);
+		fh->started = true;
+		fh->start_rc = rc;
+	}
+	return rc;
+}
+
+void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+	       off_t off, struct fuse_file_info *fi)
+{
+	struct ctl *c = ctl_of(req);
+	struct ctl_fh *fh = fh_of(fi);
+	int rc;
+	(void)ino;
+
+	switch (fh->node.kind) {
+	case K_CTL:
+		rc = ctl_exec(c, buf, size);
+		break;
+	case K_JCTL:
+		rc = ctl_job_exec(c, fh->node.job, buf, size);
+		break;
+	case K_EGRESS:
+		pthread_mutex_lock(&fh->lock);
+		rc = text_add(&fh->in, buf, size);
+		if (!rc && text_check_command(fh->in.s, fh->in.len, true)) {
+			log_error("egress: not text (binary data, or not "
+				  "UTF-8)");
+			rc = -EINVAL;
+		}
+		if (!rc)
+			rc = ctl_egress_apply(c, fh, false);
+		if (rc)
+			text_release(&fh->in);
+		pthread_mutex_unlock(&fh->lock);
+		break;
+	case K_RUN:
+	case K_JCMD:
+		pthread_mutex_lock(&fh->lock);
+		rc = collect_command(fh, buf, size, off);
+		pthread_mutex_unlock(&fh->lock);
+		break;
+	default:
+		rc = -EACCES;
+	}
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_write(req, size);
+}
+
+void ctl_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ctl *c = ctl_of(req);
+	struct ctl_fh *fh = fh_of(fi);
+	int rc = 0;
+	(void)ino;
+
+	pthread_mutex_lock(&fh->lock);
+	if (fh->node.kind == K_RUN || fh->node.kind == K_JCMD) {
+		if (fh->writer)
+			rc = start_pending(c, fh);
+	} else if (fh->node.kind == K_EGRESS && fh->in.len) {
+		rc = ctl_egress_apply(c, fh, true);
+		text_release(&fh->in);
+	}
+	pthread_mutex_unlock(&fh->lock);
+	fuse_reply_err(req, -rc);
+}
+
+void ctl_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	fh_free(ctl_of(req), fh_of(fi));
+	fuse_reply_err(req, 0);
+}

@@ -1,0 +1,135 @@
+/*
+ * ctl_i.h - what the ctl*.c files share: the control tree's inodes, the
+ * state behind fs->ctl, and open-file handles.
+ *
+ * Inodes: CTL_INO_BASE + kind for the fixed entries (the root and its
+ * files, jobs/, jobs/latest); CTL_INO_BASE + 16 * serial + job kind for
+ * the files of the job with that serial (jobs.h). Nothing is allocated
+ * per inode, so lookups and forgets need no bookkeeping.
+ */
+#ifndef OSBFS_CTL_I_H
+#define OSBFS_CTL_I_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "ctl.h"
+#include "ctl_text.h"
+#include "jobs.h"
+#include "osbfs.h"
+
+#define CTL_INO_BASE (1ull << 48)
+#define CTL_JOB_SHIFT 4
+
+enum ctl_kind {
+	/* fixed */
+	K_ROOT,
+	K_README,
+	K_INFO,
+	K_CTL,
+	K_EGRESS,
+	K_LOG,
+	K_RUN,
+	K_JOBS,
+	K_LATEST,
+	/* in jobs/ID/ */
+	K_JOB,
+	K_JCMD,
+	K_JSTATUS,
+	K_JEXIT,
+	K_JSTDOUT,
+	K_JSTDERR,
+	K_JWAIT,
+	K_JCTL,
+	K_JINFO,
+};
+#define K_JOB_FIRST K_JOB
+
+/* fs->ctl. Set up by ctl_init() and read-only afterwards, but for the
+ * atomics; the jobs have their own lock (jobs_i.h). */
+struct ctl {
+	struct osbfs *fs;
+	struct jobs *jobs;
+	char mountpoint[PATH_MAX];   /* absolute */
+	struct text readme;          /* made once, read-only after */
+	char image[256];             /* from the lifecycle server at init */
+	time_t created_at;
+	struct timespec mounted_at;
+	atomic_llong egress_size;    /* the last egress text's length */
+	atomic_bool no_sidecar;      /* the sandbox was found to have no
+					egress sidecar (it never gets one) */
+};
+
+/* A decoded inode: its kind, and its job (with a reference) for job
+ * kinds. */
+struct ctl_node {
+	enum ctl_kind kind;
+	struct job *job;
+};
+/* -ENOENT for an inode that names nothing (any more). */
+int ctl_node_get(struct ctl *c, fuse_ino_t ino, struct ctl_node *ret);
+void ctl_node_put(struct ctl *c, struct ctl_node *n);
+fuse_ino_t ctl_ino(enum ctl_kind kind, const struct job *job);
+/* Its mode: S_IF* and the owner's bits (0444 readable, 0200 writable). */
+mode_t ctl_node_mode(struct ctl *c, const struct ctl_node *n);
+/* The attributes of @n. */
+void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st);
+
+/* An open control file. */
+struct ctl_fh {
+	pthread_mutex_t lock;        /* the fields below: one fd may be used
+					by several threads at once */
+	struct ctl_node node;
+	bool writer;
+	struct text out;             /* what reads return (a snapshot) */
+	bool have_out;
+	size_t out_pos;              /* run: where the next read goes on */
+	struct text in;              /* what was written, not yet used */
+	bool started;                /* run, cmd: the job was started */
+	int start_rc;                /* run: how starting went */
+	char job_id[JOB_ID_MAX];     /* run: the job started */
+};
+
+/* The names in the root and in a job's directory (ctl.c). */
+struct ctl_named {
+	const char *name;
+	enum ctl_kind kind;
+};
+extern const struct ctl_named ctl_root_files[];
+extern const size_t ctl_nroot;
+extern const struct ctl_named ctl_job_files[];
+extern const size_t ctl_njob;
+
+static inline struct ctl *ctl_of(fuse_req_t req)
+{
+	return ((struct osbfs *)fuse_req_userdata(req))->ctl;
+}
+/* The entry (attributes, timeouts) for @n; and the reply with it. */
+void ctl_entry_fill(struct ctl *c, const struct ctl_node *n,
+		    struct fuse_entry_param *e);
+void ctl_reply_entry(fuse_req_t req, struct ctl *c, const struct ctl_node *n);
+/* The newest job's id into @buf; false when there is none. */
+bool ctl_latest_id(struct ctl *c, char *buf, size_t size);
+
+/* ---- ctl_root.c: the files at the top ---- */
+
+/* info's JSON. */
+int ctl_info_json(struct ctl *c, struct text *out);
+/* egress's text (the policy, or why there is none). */
+int ctl_egress_text(struct ctl *c, struct text *out);
+/* Runs the ctl verbs in @buf (one per line). 0 or a negative errno
+ * (logged: info's last_error says why). */
+int ctl_exec(struct ctl *c, const char *buf, size_t len);
+/* Takes what was written to egress into @fh->in and applies the rules
+ * complete so far; @final at close. 0 or a negative errno (logged). */
+int ctl_egress_apply(struct ctl *c, struct ctl_fh *fh, bool final);
+/* Runs the verbs written to jobs/ID/ctl for @job. */
+int ctl_job_exec(struct ctl *c, struct job *job, const char *buf,
+		 size_t len);
+
+/* ---- ctl_readme.c ---- */
+
+int ctl_readme_make(struct ctl *c, struct text *out);
+
+#endif /* OSBFS_CTL_I_H */

@@ -1,0 +1,436 @@
+/*
+ * ctl_root.c - what the files at the top of the control tree say and do:
+ * info (JSON, no secrets), the verbs written to ctl, the egress policy,
+ * and the verbs written to a job's ctl.
+ *
+ * Every refused write is logged with log_error(), so its reason shows in
+ * info's last_error and in log.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl_i.h"
+#include "life.h"
+#include "log.h"
+#include "ops.h"
+#include "remote.h"
+#include "writeback.h"
+
+/* the longest `sync` waits for the uploads */
+#define SYNC_MS (10 * 60 * 1000)
+#define RENEW_MAX_S (10L * 365 * 24 * 3600)
+
+static const char verbs[] =
+	"pause, resume, renew [SECONDS], kill, sync, invalidate";
+
+/* ---- info ---- */
+
+static int json_unix_time(struct text *t, time_t when)
+{
+	struct timespec ts = { .tv_sec = when };
+	return text_json_time(t, ts);
+}
+
+int ctl_info_json(struct ctl *c, struct text *out)
+{
+	struct osbfs *fs = c->fs;
+	struct life_info li;
+	struct wb_stats wb;
+	char last[1024];
+	long long last_when = 0;
+	size_t running, total;
+
+	life_get(fs, &li);
+	wb_get_stats(fs, &wb);
+	log_last_error(last, sizeof(last), &last_when);
+	jobs_counts(c->jobs, &running, &total);
+
+	int rc = text_adds(out, "{\"sandbox_id\":");
+	rc = rc ? rc : text_json_str(out, fs->sandbox_id);
+	rc = rc ? rc : text_adds(out, ",\"state\":");
+	rc = rc ? rc : text_json_str(out, li.state);
+	rc = rc ? rc : text_adds(out, ",\"image\":");
+	rc = rc ? rc : text_json_str(out, c->image[0] ? c->image : NULL);
+	rc = rc ? rc : text_adds(out, ",\"created_at\":");
+	rc = rc ? rc : json_unix_time(out, c->created_at);
+	rc = rc ? rc : text_adds(out, ",\"expires_at\":");
+	rc = rc ? rc : json_unix_time(out, li.expires_at);
+	rc = rc ? rc : text_adds(out, ",\"endpoint\":");
+	rc = rc ? rc : text_json_str(out, osb_sandbox_execd_url(fs->sb));
+	rc = rc ? rc : text_adds(out, ",\"dir\":");
+	rc = rc ? rc : text_json_str(out, fs->root);
+	rc = rc ? rc : text_adds(out, ",\"mountpoint\":");
+	rc = rc ? rc : text_json_str(out, c->mountpoint);
+	rc = rc ? rc : text_adds(out, ",\"control_dir\":");
+	rc = rc ? rc : text_json_str(out, fs->opt->control_dir);
+	rc = rc ? rc : text_printf(out,
+				   ",\"cache\":{\"dirty_files\":%zu,"
+				   "\"dirty_bytes\":%lld,\"uploading\":%zu,"
+				   "\"uploaded_files\":%llu,"
+				   "\"uploaded_bytes\":%llu,"
+				   "\"failed_uploads\":%llu,\"conflicts\":%llu}",
+				   wb.dirty_files, (long long)wb.dirty_bytes,
+				   wb.inflight,
+				   (unsigned long long)wb.uploaded_files,
+				   (unsigned long long)wb.uploaded_bytes,
+				   (unsigned long long)wb.failed_uploads,
+				   (unsigned long long)wb.conflicts);
+	rc = rc ? rc : text_printf(out,
+				   ",\"jobs\":{\"running\":%zu,\"total\":%zu}",
+				   running, total);
+	rc = rc ? rc : text_adds(out, ",\"last_error\":");
+	rc = rc ? rc : text_json_str(out, last[0] ? last : NULL);
+	rc = rc ? rc : text_adds(out, ",\"last_error_at\":");
+	rc = rc ? rc : json_unix_time(out, last[0] ? (time_t)last_when : 0);
+	return rc ? rc : text_adds(out, "}\n");
+}
+
+/* ---- ctl verbs ---- */
+
+/* The errno for a failed lifecycle call. */
+static int life_errno(int rc)
+{
+	return rc == -EBUSY || rc == -ENOENT ? rc : fs_errno(rc);
+}
+
+static int verb_renew(struct osbfs *fs, const char *arg, char *msg,
+		      size_t msg_size)
+{
+	long secs = 0;
+	if (arg) {
+		char *end;
+		secs = strtol(arg, &end, 10);
+		if (*end || end == arg || secs <= 0 || secs > RENEW_MAX_S) {
+			snprintf(msg, msg_size,
+				 "renew: \"%s\" is not a number of seconds "
+				 "(1 to %ld)",
+				 arg, RENEW_MAX_S);
+			return -EINVAL;
+		}
+	}
+	return life_errno(life_renew(fs, secs, msg, msg_size));
+}
+
+static int verb_sync(struct osbfs *fs, char *msg, size_t msg_size)
+{
+	struct wb_stats st;
+	int rc = wb_flush_all(fs, SYNC_MS);
+	if (!rc)
+		return 0;
+	wb_get_stats(fs, &st);
+	snprintf(msg, msg_size,
+		 "sync: %zu file(s) could not be uploaded to the sandbox (%s); "
+		 "they stay dirty and are retried",
+		 st.dirty_files, strerror(-rc));
+	return -EIO;
+}
+
+/* Runs one verb (a line without its newline, trimmed). */
+static int exec_verb(struct ctl *c, char *line)
+{
+	struct osbfs *fs = c->fs;
+	char msg[1200] = "";
+	char *save = NULL;
+	char *verb = strtok_r(line, " \t", &save);
+	char *arg = strtok_r(NULL, " \t", &save);
+	char *extra = strtok_r(NULL, " \t", &save);
+	int rc;
+
+	if (extra || (arg && strcmp(verb, "renew") != 0)) {
+		snprintf(msg, sizeof(msg), "ctl: \"%s\" takes %s", verb,
+			 strcmp(verb, "renew") == 0 ? "one number at most" :
+						      "no argument");
+		rc = -EINVAL;
+	} else if (strcmp(verb, "pause") == 0) {
+		rc = life_errno(life_pause(fs, msg, sizeof(msg)));
+	} else if (strcmp(verb, "resume") == 0) {
+		rc = life_errno(life_resume(fs, msg, sizeof(msg)));
+	} else if (strcmp(verb, "renew") == 0) {
+		rc = verb_renew(fs, arg, msg, sizeof(msg));
+	} else if (strcmp(verb, "kill") == 0) {
+		rc = life_errno(life_kill(fs, msg, sizeof(msg)));
+	} else if (strcmp(verb, "sync") == 0) {
+		rc = verb_sync(fs, msg, sizeof(msg));
+	} else if (strcmp(verb, "invalidate") == 0) {
+		fs_invalidate_all(fs);
+		rc = 0;
+	} else {
+		snprintf(msg, sizeof(msg),
+			 "ctl: unknown command \"%.100s\" (expected one of %s)",
+			 verb, verbs);
+		rc = -EINVAL;
+	}
+	if (rc)
+		log_error("%s", msg[0] ? msg : strerror(-rc));
+	else
+		log_info("ctl: %s%s%s done", verb, arg ? " " : "",
+			 arg ? arg : "");
+	return rc;
+}
+
+/*
+ * Splits @len bytes into trimmed non-empty lines and calls @fn on each,
+ * in order, stopping at the first failure. -EINVAL for binary data or
+ * nothing but white space (@what names the file in the log).
+ */
+static int each_line(const char *buf, size_t len, const char *what,
+		     int (*fn)(void *arg, char *line), void *arg)
+{
+	if (text_check_command(buf, len, false)) {
+		log_error("%s: not a command (binary data, or not UTF-8)", what);
+		return -EINVAL;
+	}
+	if (text_blank(buf, len)) {
+		log_error("%s: empty write", what);
+		return -EINVAL;
+	}
+	char *copy = strndup(buf, len);
+	if (!copy)
+		return -ENOMEM;
+	int rc = 0;
+	char *save = NULL;
+	for (char *l = strtok_r(copy, "\n", &save); !rc && l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		while (*l == ' ' || *l == '\t')
+			l++;
+		size_t n = strlen(l);
+		while (n && strchr(" \t\r", l[n - 1]))
+			l[--n] = '\0';
+		if (n)
+			rc = fn(arg, l);
+	}
+	free(copy);
+	return rc;
+}
+
+static int ctl_line(void *arg, char *line)
+{
+	return exec_verb(arg, line);
+}
+
+int ctl_exec(struct ctl *c, const char *buf, size_t len)
+{
+	return each_line(buf, len, "ctl", ctl_line, c);
+}
+
+/* ---- a job's ctl ---- */
+
+struct job_ctl {
+	struct ctl *c;
+	struct job *job;
+};
+
+static int job_line(void *arg, char *line)
+{
+	struct job_ctl *jc = arg;
+	const char *id = job_id(jc->job);
+	char *save = NULL;
+	char *verb = strtok_r(line, " \t", &save);
+	char *name = strtok_r(NULL, " \t", &save);
+	char *extra = strtok_r(NULL, " \t", &save);
+	int rc;
+
+	if (strcmp(verb, "kill") == 0 && !name) {
+		rc = job_signal(jc->c->jobs, jc->job, "TERM", true);
+	} else if (strcmp(verb, "signal") == 0 && name && !extra) {
+		rc = job_signal(jc->c->jobs, jc->job, name, false);
+		if (rc == -EINVAL)
+			log_error("jobs/%s/ctl: unknown signal \"%.40s\"", id,
+				  name);
+	} else {
+		log_error("jobs/%s/ctl: unknown command \"%.100s\" (expected "
+			  "kill, or signal NAME)",
+			  id, verb);
+		return -EINVAL;
+	}
+	if (rc == -ESRCH)
+		log_error("jobs/%s/ctl: %s: the job is not running", id, verb);
+	return rc;
+}
+
+int ctl_job_exec(struct ctl *c, struct job *job, const char *buf,
+		 size_t len)
+{
+	char what[JOB_ID_MAX + 16];
+	struct job_ctl jc = { c, job };
+	snprintf(what, sizeof(what), "jobs/%s/ctl", job_id(job));
+	return each_line(buf, len, what, job_line, &jc);
+}
+
+/* ---- egress ---- */
+
+/* The errno for a failed egress call; logs its reason. */
+static int egress_errno(struct ctl *c, int rc, const struct osb_error *err)
+{
+	if (rc == -ENOENT) {
+		atomic_store(&c->no_sidecar, true);
+		log_error("egress: sandbox %s has no egress sidecar (it was "
+			  "created without a network policy)",
+			  c->fs->sandbox_id);
+		return -EOPNOTSUPP;
+	}
+	log_error("egress: %s", err->message[0] ? err->message :
+						   strerror(-rc));
+	return rc == -EINVAL ? rc : fs_errno(rc);
+}
+
+int ctl_egress_text(struct ctl *c, struct text *out)
+{
+	struct osb_error err;
+	char *json = NULL;
+
+	osb_error_clear(&err);
+	/* asking again would cost the client's retries of execd's 502 */
+	int rc = atomic_load(&c->no_sidecar) ? -ENOENT : remote_enter(c->fs);
+	if (!rc)
+		rc = osb_egress_get(c->fs->sb, &json, &err);
+	if (rc == -ENOENT) {
+		atomic_store(&c->no_sidecar, true);
+		rc = text_printf(out,
+				 "{\"sidecar\":false,\"policy\":null,"
+				 "\"message\":\"sandbox %s has no egress "
+				 "sidecar: it was created without a network "
+				 "policy, so its traffic is not filtered and "
+				 "no rules can be set\"}\n",
+				 c->fs->sandbox_id);
+	} else if (!rc) {
+		size_t n = strlen(json);
+		rc = text_add(out, json, n);
+		if (!rc && (!n || json[n - 1] != '\n'))
+			rc = text_adds(out, "\n");
+	} else {
+		log_error("egress: %s", err.message[0] ? err.message :
+							 strerror(-rc));
+		rc = fs_errno(rc);
+	}
+	free(json);
+	if (!rc)
+		atomic_store(&c->egress_size, (long long)out->len);
+	return rc;
+}
+
+/* Where the JSON value starting at @s[0] ('[') ends: the index after
+ * its closing bracket, 0 if it is not complete in @n bytes. */
+static size_t json_end(const char *s, size_t n)
+{
+	int depth = 0;
+	bool str = false, esc = false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+		if (str) {
+			if (esc)
+				esc = false;
+			else if (ch == '\\')
+				esc = true;
+			else if (ch == '"')
+				str = false;
+		} else if (ch == '"') {
+			str = true;
+		} else if (ch == '[' || ch == '{') {
+			depth++;
+		} else if ((ch == ']' || ch == '}') && --depth == 0) {
+			return i + 1;
+		}
+	}
+	return 0;
+}
+
+static int egress_line(struct ctl *c, char *line)
+{
+	struct osb_error err;
+	char *save = NULL;
+	char *action = strtok_r(line, " \t", &save);
+	char *host = strtok_r(NULL, " \t", &save);
+	char *extra = strtok_r(NULL, " \t", &save);
+
+	osb_error_clear(&err);
+	if (!host || extra ||
+	    (strcmp(action, "allow") != 0 && strcmp(action, "deny") != 0)) {
+		log_error("egress: write a JSON array of rules "
+			  "([{\"action\":\"allow\",\"target\":\"pypi.org\"}]) "
+			  "or lines \"allow HOST\" / \"deny HOST\"");
+		return -EINVAL;
+	}
+	int rc = atomic_load(&c->no_sidecar) ? -ENOENT : remote_enter(c->fs);
+	if (!rc)
+		rc = osb_egress_rule(c->fs->sb, action, host, &err);
+	if (rc)
+		return egress_errno(c, rc, &err);
+	log_info("egress: %s %s", action, host);
+	return 0;
+}
+
+static int egress_json(struct ctl *c, const char *json)
+{
+	struct osb_error err;
+	osb_error_clear(&err);
+	int rc = atomic_load(&c->no_sidecar) ? -ENOENT : remote_enter(c->fs);
+	if (!rc)
+		rc = osb_egress_patch(c->fs->sb, json, &err);
+	if (rc)
+		return egress_errno(c, rc, &err);
+	log_info("egress: rules merged");
+	return 0;
+}
+
+int ctl_egress_apply(struct ctl *c, struct ctl_fh *fh, bool final)
+{
+	struct text *in = &fh->in;
+	size_t pos = 0;
+	int rc = 0;
+
+	while (!rc && pos < in->len) {
+		const char *s = in->s + pos;
+		size_t left = in->len - pos;
+		size_t skip = strspn(s, " \t\r\n");
+		if (skip >= left) {
+			pos = in->len;
+			break;
+		}
+		s += skip;
+		left -= skip;
+		pos += skip;
+		if (*s == '[' || *s == '{') {
+			size_t end = *s == '[' ? json_end(s, left) : 0;
+			if (!end && *s == '[' && !final)
+				break; /* the rest comes in the next write */
+			if (!end) {
+				log_error("egress: %s", *s == '[' ?
+						"incomplete JSON array" :
+						"write a JSON array of rules, "
+						"not an object");
+				rc = -EINVAL;
+				break;
+			}
+			char *json = strndup(s, end);
+			rc = json ? egress_json(c, json) : -ENOMEM;
+			free(json);
+			pos += end;
+			continue;
+		}
+		size_t n = strcspn(s, "\n");
+		char *line = strndup(s, n);
+		if (!line)
+			return -ENOMEM;
+		size_t l = strlen(line);
+		while (l && strchr(" \t\r", line[l - 1]))
+			line[--l] = '\0';
+		rc = egress_line(c, line);
+		free(line);
+		pos += n;
+	}
+	if (rc || pos >= in->len) {
+		text_clear(in);
+	} else if (pos) {
+		memmove(in->s, in->s + pos, in->len - pos);
+		in->len -= pos;
+		in->s[in->len] = '\0';
+	}
+	if (!rc && final && in->len && !text_blank(in->s, in->len)) {
+		log_error("egress: incomplete JSON array");
+		rc = -EINVAL;
+	}
+	return rc;
+}

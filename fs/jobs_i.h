@@ -1,0 +1,200 @@
+/*
+ * jobs_i.h - what the jobs*.c files share: the table, a job's fields,
+ * the sandbox paths, and the records as read from the sandbox.
+ *
+ * Locking: js->lock guards the table, every mutable field of every
+ * struct job, the pending waits and the monitor's schedule. It is never
+ * held across a request to the sandbox, a FUSE reply, or a call into
+ * another module that takes its own locks (fs_invalidate_all...), with
+ * two exceptions whose locks are leaves: the log (log_*) and the
+ * lifecycle (life_get, from the monitor).
+ */
+#ifndef OSBFS_JOBS_I_H
+#define OSBFS_JOBS_I_H
+
+#include <pthread.h>
+
+#include "jobs.h"
+#include "osbfs.h"
+
+#define JOBS_DIR "/tmp/.osbfs/jobs"
+#define LIVE_DIR "/tmp/.osbfs/live"
+
+/* the wrapper touches live/ID/alive this often (jobs_script.c) */
+#define JOB_HEARTBEAT_S 2
+/* without a heartbeat this long (while the sandbox runs), a job's
+ * process is taken for gone */
+#define JOB_STALE_MS 12000
+/* `kill`: SIGTERM, then SIGKILL after this */
+#define JOB_KILL_GRACE_MS 5000
+
+struct job {
+	/* immutable */
+	uint64_t serial;
+	char id[JOB_ID_MAX];
+
+	/* guarded by js->lock */
+	unsigned refs;
+	bool in_table;
+	bool removing;               /* rmdir under way: do not start */
+	long long recorded_ms;       /* monotonic: its record was in the
+					sandbox by then (0: not yet known) */
+	enum job_state state;
+	int exit_code;               /* DONE, error == NULL */
+	char *error;                 /* DONE: why it failed, or NULL */
+	char *cmd;                   /* NULL until known */
+	int64_t cmd_size;            /* -1 until known */
+	char *cwd;                   /* NULL until known */
+	struct timespec created_at, started_at, finished_at;
+	int64_t size[2];
+	struct timespec mtime[2];
+
+	/* the monitor's (also under js->lock) */
+	struct timespec alive_mtime;
+	long long alive_seen_ms;     /* when alive_mtime last changed; 0 =
+					no baseline yet */
+	long long kill_at_ms;        /* send SIGKILL then; 0 = no */
+	long long watched_until_ms;
+};
+
+struct waiter {
+	fuse_req_t req;
+	struct job *job;             /* a reference */
+	size_t size;
+	off_t off;
+	struct waiter *next;
+};
+
+struct jobs {
+	struct osbfs *fs;
+	pthread_mutex_t lock;        /* see above */
+	pthread_cond_t cond;         /* monitor wake-ups, loading done */
+
+	struct job **all;            /* the table, in no order */
+	size_t n, cap;
+	size_t nrunning;             /* STARTING or RUNNING */
+	uint64_t next_serial;
+	struct timespec last_id;     /* ids strictly increase */
+
+	bool loaded, loading;
+	long long synced_ms;         /* when the last reading began */
+
+	struct waiter *waiters;
+	long long last_event_ms;     /* start, end, new waiter: poll fast */
+	int poll_failures;
+	bool kick, stop, started;
+	pthread_t thread;
+};
+
+/* One job's record as the sandbox holds it (jobs_sync.c). */
+struct rec {
+	char id[JOB_ID_MAX];
+	struct timespec dir_mtime;
+	bool has_cmd;
+	int64_t cmd_size;
+	struct timespec cmd_mtime;
+	bool has_exit;
+	int exit_code;
+	struct timespec exit_mtime;
+	bool has_error;
+	bool has_out[2];
+	int64_t size[2];
+	struct timespec mtime[2];
+	bool has_alive;
+	struct timespec alive_mtime;
+	bool live;                   /* live/ID exists */
+	bool gone;                   /* removed while it was being read */
+};
+
+/* ---- jobs.c: the table (js->lock held where it says "locked") ---- */
+
+/* A new job @id in state @st, put in the table; a reference for the
+ * caller. Locked. NULL on ENOMEM. */
+struct job *job_add_locked(struct jobs *js, const char *id,
+			   enum job_state st);
+/* Takes @j out of the table (it lives on while referenced). Locked. */
+void job_drop_locked(struct jobs *js, struct job *j);
+struct job *job_find_locked(struct jobs *js, const char *id);
+void job_get_locked(struct job *j);
+void job_put_locked(struct jobs *js, struct job *j);
+/* Sets the job's state, keeping js->nrunning right. Locked. */
+void job_set_state_locked(struct jobs *js, struct job *j,
+			  enum job_state st);
+/*
+ * job_end_locked() - the job ended: with exit status @code, or (@error
+ * not NULL) failed. Returns true if that changed what is known. Locked.
+ * The caller then calls jobs_after_end() without the lock.
+ */
+bool job_end_locked(struct jobs *js, struct job *j, int code,
+		    const char *error, struct timespec finished);
+/* After one or more jobs ended: drops every cache (a job may have
+ * changed any file), then answers the waits of ended jobs. */
+void jobs_after_end(struct jobs *js);
+/* Wakes the monitor and makes it poll quickly. Locked. */
+void jobs_kick_locked(struct jobs *js);
+/* A new job id: UTC start time to the millisecond and random bits,
+ * e.g. 20261129T085700.123Z-3f2a9c (sorts by start time). Locked. */
+void jobs_new_id_locked(struct jobs *js, char *buf, size_t size,
+			struct timespec *ret_when);
+
+/* ---- jobs_show.c ---- */
+
+/* The status line of @j into @buf. Locked. */
+void job_status_locked(const struct job *j, char *buf, size_t size);
+
+/* ---- jobs_wait.c ---- */
+
+/* Answers every wait whose job has ended or left the table. */
+void jobs_wake_waiters(struct jobs *js);
+/* Answers every pending wait with EINTR (at unmount). */
+void jobs_cancel_waiters(struct jobs *js);
+
+/* ---- jobs_recs.c: records in the sandbox ---- */
+
+/*
+ * recs_parse() - the records in a listing of @dir (JOBS_DIR or
+ * LIVE_DIR), one per job directory, sorted by id. *ret is malloc'd.
+ */
+int recs_parse(const char *dir, const struct osb_stat *ents, size_t n,
+	       struct rec **ret, size_t *ret_n);
+struct rec *recs_find(struct rec *recs, size_t n, const char *id);
+/* Lists @dir (depth 2) and parses it; a missing directory is no job.
+ * -EAGAIN when the listing kept racing with removals. */
+int recs_list(struct jobs *js, const char *dir, struct rec **ret,
+	      size_t *ret_n);
+/* The record of job @id (its JOBS_DIR entry only). -ENOENT if none. */
+int rec_read(struct jobs *js, const char *id, struct rec *ret);
+/* The first line of the job's error file; malloc'd (NULL on ENOMEM). */
+char *job_read_error(struct jobs *js, const char *id);
+/* Records @msg as the job's error in the sandbox (best effort). */
+void job_persist_error(struct jobs *js, const char *id, const char *msg);
+
+/* ---- jobs_sync.c: the table against the records ---- */
+
+/* Reads the sandbox's records and merges them into the table. */
+int jobs_sync(struct jobs *js);
+/* After the job left live/: reads its record to learn how it ended. */
+void job_finalize(struct jobs *js, struct job *j);
+/* The job's wrapper went silent: records it as failed in the sandbox
+ * and in the table. */
+void job_vanished(struct jobs *js, struct job *j);
+
+/* ---- jobs_script.c: shell text run in the sandbox ---- */
+
+/* The wrapper that runs job @id (see jobs.h). malloc'd. */
+char *job_wrapper_script(const char *id);
+/* The script that hands signal @sig (canonical name) to job @id's
+ * wrapper: exits 0 (sent), 3 (the job is not running), 4 (the job takes
+ * no signals). malloc'd. */
+char *job_signal_script(const char *id, const char *sig);
+/* "TERM", "SIGTERM", "term", "15" -> "TERM" into @buf; -EINVAL. */
+int job_signal_parse(const char *name, char *buf, size_t size);
+/* 15 -> "TERM" ("RTMIN+3", or NULL beyond 64). */
+const char *job_signal_name(int sig);
+
+/* ---- jobs_monitor.c ---- */
+
+/* One round: polls the running jobs (called by the monitor thread). */
+void jobs_poll(struct jobs *js);
+
+#endif /* OSBFS_JOBS_I_H */

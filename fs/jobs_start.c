@@ -1,0 +1,288 @@
+/*
+ * jobs_start.c - what a user does to a job that talks to the sandbox:
+ * start it (after every dirty file is uploaded, so the job sees every
+ * write that completed before), signal it, read its command and output.
+ *
+ * Starting writes the record (live/ID/alive, then cwd, then cmd, in one
+ * upload whose parts execd stores in order: a record with a cmd always
+ * has its live/ directory until it ends) and then starts the wrapper as
+ * a background command.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs_i.h"
+#include "log.h"
+#include "remote.h"
+#include "writeback.h"
+
+/* the longest a start waits for dirty files to reach the sandbox */
+#define START_FLUSH_MS (10 * 60 * 1000)
+
+/* Whether a failed command start may still have reached execd (then the
+ * job is taken as started, and the monitor finds out). */
+static bool maybe_started(int rc, const struct osb_error *err)
+{
+	if (rc == -ECONNREFUSED || rc == -EHOSTUNREACH)
+		return false;
+	if (err->status >= 400 && err->status < 500)
+		return false;
+	if (err->status == 200)
+		return false; /* execd answered: could not spawn */
+	return true;
+}
+
+/* Removes what a failed start left in the sandbox. */
+static void start_undo(struct jobs *js, const char *id, bool named)
+{
+	char rec[128], live[128], cmd[128], cwd[128];
+	snprintf(rec, sizeof(rec), JOBS_DIR "/%s", id);
+	snprintf(live, sizeof(live), LIVE_DIR "/%s", id);
+	snprintf(cmd, sizeof(cmd), JOBS_DIR "/%s/cmd", id);
+	snprintf(cwd, sizeof(cwd), JOBS_DIR "/%s/cwd", id);
+	const char *dirs[2] = { live, rec };
+	const char *files[2] = { cmd, cwd };
+	osb_dirs_remove(js->fs->sb, dirs, named ? 1 : 2, NULL);
+	if (named)
+		osb_files_remove(js->fs->sb, files, 2, NULL);
+}
+
+/* Flush, record, start the wrapper. 0, or a negative errno (logged);
+ * *ret_ambiguous when the job may run anyway. */
+static int start_remote(struct jobs *js, const char *id, const char *cmd,
+			size_t len, bool *ret_ambiguous)
+{
+	struct osbfs *fs = js->fs;
+	struct osb_error err;
+	char alive[128], cwd[128], cmdp[128];
+
+	*ret_ambiguous = false;
+	osb_error_clear(&err);
+	int rc = remote_enter(fs);
+	if (rc) {
+		log_error("job %s not started: the sandbox is not running", id);
+		return -EIO;
+	}
+	rc = wb_flush_all(fs, START_FLUSH_MS);
+	if (rc) {
+		log_error("job %s not started: files written through the mount "
+			  "could not all be uploaded to the sandbox (%s)",
+			  id, strerror(-rc));
+		return -EIO;
+	}
+	snprintf(alive, sizeof(alive), LIVE_DIR "/%s/alive", id);
+	snprintf(cwd, sizeof(cwd), JOBS_DIR "/%s/cwd", id);
+	snprintf(cmdp, sizeof(cmdp), JOBS_DIR "/%s/cmd", id);
+	struct osb_upload u[3] = {
+		{ .path = alive, .data = "", .fd = -1, .size = 0, .mode = 0644 },
+		{ .path = cwd, .data = fs->root, .fd = -1,
+		  .size = (int64_t)strlen(fs->root), .mode = 0644 },
+		{ .path = cmdp, .data = cmd, .fd = -1, .size = (int64_t)len,
+		  .mode = 0644 },
+	};
+	rc = osb_file_upload(fs->sb, u, 3, &err);
+	if (rc) {
+		log_error("job %s not started: cannot write its record: %s", id,
+			  err.message);
+		return fs_errno(rc);
+	}
+	char *script = job_wrapper_script(id);
+	if (!script)
+		return -ENOMEM;
+	struct osb_command_opts o;
+	char cid[OSB_ID_MAX];
+	osb_command_opts_init(&o);
+	o.cwd = fs->root;
+	rc = osb_command_start(fs->sb, script, &o, cid, &err);
+	free(script);
+	if (rc) {
+		*ret_ambiguous = maybe_started(rc, &err);
+		log_error("job %s: %s: %s", id,
+			  *ret_ambiguous ? "the start was not confirmed" :
+					   "not started",
+			  err.message);
+		return fs_errno(rc);
+	}
+	log_debug("job %s started (execd command %s)", id, cid);
+	return 0;
+}
+
+/* Marks @j started with @cmd. Locked. */
+static void started_locked(struct jobs *js, struct job *j, const char *cmd,
+			   size_t len, struct timespec when)
+{
+	free(j->cmd);
+	j->cmd = strndup(cmd, len);
+	j->cmd_size = (int64_t)len;
+	free(j->cwd);
+	j->cwd = strdup(js->fs->root);
+	j->started_at = when;
+	j->recorded_ms = mono_ms();
+	j->alive_seen_ms = 0;
+	job_set_state_locked(js, j, JOB_RUNNING);
+	jobs_kick_locked(js);
+}
+
+int job_start(struct jobs *js, struct job *j, const char *cmd, size_t len)
+{
+	bool ambiguous;
+	struct timespec now;
+
+	pthread_mutex_lock(&js->lock);
+	int rc = !j->in_table || j->removing   ? -ENOENT :
+		 j->state != JOB_CREATED ? -EACCES :
+					   0;
+	if (!rc)
+		job_set_state_locked(js, j, JOB_STARTING);
+	pthread_mutex_unlock(&js->lock);
+	if (rc)
+		return rc;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	rc = start_remote(js, j->id, cmd, len, &ambiguous);
+	if (rc && !ambiguous)
+		start_undo(js, j->id, true);
+	pthread_mutex_lock(&js->lock);
+	if (!rc || ambiguous)
+		started_locked(js, j, cmd, len, now);
+	else
+		job_set_state_locked(js, j, JOB_CREATED);
+	pthread_mutex_unlock(&js->lock);
+	return rc;
+}
+
+int jobs_run(struct jobs *js, const char *cmd, size_t len, struct job **ret)
+{
+	char id[JOB_ID_MAX];
+	struct timespec when;
+	bool ambiguous;
+
+	pthread_mutex_lock(&js->lock);
+	jobs_new_id_locked(js, id, sizeof(id), &when);
+	struct job *j = job_add_locked(js, id, JOB_STARTING);
+	if (j)
+		j->created_at = when;
+	pthread_mutex_unlock(&js->lock);
+	if (!j)
+		return -ENOMEM;
+
+	int rc = start_remote(js, id, cmd, len, &ambiguous);
+	if (rc && !ambiguous)
+		start_undo(js, id, false);
+	pthread_mutex_lock(&js->lock);
+	if (!rc || ambiguous) {
+		started_locked(js, j, cmd, len, when);
+	} else {
+		job_drop_locked(js, j);
+		job_put_locked(js, j);
+		j = NULL;
+	}
+	pthread_mutex_unlock(&js->lock);
+	if (!j) {
+		jobs_wake_waiters(js);
+		return rc;
+	}
+	*ret = j;
+	return 0;
+}
+
+int job_signal(struct jobs *js, struct job *j, const char *name,
+	       bool escalate)
+{
+	char sig[16];
+	char *out = NULL, *errout = NULL;
+	int code = -1;
+
+	if (job_signal_parse(name, sig, sizeof(sig)))
+		return -EINVAL;
+	pthread_mutex_lock(&js->lock);
+	bool running = j->state == JOB_RUNNING || j->state == JOB_STARTING;
+	pthread_mutex_unlock(&js->lock);
+	if (!running)
+		return -ESRCH;
+	char *script = job_signal_script(j->id, sig);
+	if (!script)
+		return -ENOMEM;
+	int rc = remote_shell(js->fs, script, &out, &errout, &code);
+	free(script);
+	free(out);
+	free(errout);
+	if (rc)
+		return rc;
+	if (code == 3)
+		return -ESRCH;
+	if (code != 0) {
+		log_error("job %s: could not hand it signal %s (it takes no "
+			  "signals)",
+			  j->id, sig);
+		return -EIO;
+	}
+	log_info("job %s: sent SIG%s", j->id, sig);
+	pthread_mutex_lock(&js->lock);
+	if (escalate && j->state != JOB_DONE)
+		j->kill_at_ms = mono_ms() + JOB_KILL_GRACE_MS;
+	jobs_kick_locked(js);
+	pthread_mutex_unlock(&js->lock);
+	return 0;
+}
+
+int job_cmd_text(struct jobs *js, struct job *j, struct text *out)
+{
+	char path[128];
+	struct text t = { 0 };
+
+	pthread_mutex_lock(&js->lock);
+	int rc = j->cmd ? text_adds(out, j->cmd) :
+		 j->state == JOB_CREATED ? -ENOENT :
+					   1;
+	pthread_mutex_unlock(&js->lock);
+	if (rc <= 0)
+		return rc;
+	/* a job this mount did not start: its record has the command */
+	snprintf(path, sizeof(path), JOBS_DIR "/%s/cmd", j->id);
+	rc = remote_download(js->fs, path, 0, TEXT_MAX, text_sink, &t, NULL);
+	if (rc) {
+		text_release(&t);
+		return rc;
+	}
+	pthread_mutex_lock(&js->lock);
+	if (!j->cmd && t.s)
+		j->cmd = strdup(t.s);
+	pthread_mutex_unlock(&js->lock);
+	rc = t.s ? text_add(out, t.s, t.len) : 0;
+	text_release(&t);
+	return rc;
+}
+
+int job_read_output(struct jobs *js, struct job *j, enum job_stream which,
+		    size_t size, int64_t off, struct text *out)
+{
+	char path[128];
+
+	pthread_mutex_lock(&js->lock);
+	bool done = j->state == JOB_DONE;
+	bool none = j->state == JOB_CREATED;
+	int64_t known = j->size[which];
+	pthread_mutex_unlock(&js->lock);
+	if (none || (done && off >= known))
+		return 0;
+	if (!done)
+		job_watch(js, j);
+	snprintf(path, sizeof(path), JOBS_DIR "/%s/%s", j->id,
+		 which == JOB_STDOUT ? "stdout" : "stderr");
+	int rc = remote_download(js->fs, path, off, (int64_t)size, text_sink,
+				 out, NULL);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	/* st_size never goes below what a reader has seen (tail -f would
+	 * take a smaller size for a truncation) */
+	pthread_mutex_lock(&js->lock);
+	if (off + (int64_t)out->len > j->size[which])
+		j->size[which] = off + (int64_t)out->len;
+	pthread_mutex_unlock(&js->lock);
+	return 0;
+}

@@ -1,0 +1,329 @@
+"""The control tree's own files: README, info, ctl, egress, log, and
+the errors every bad use gets (DESIGN.md "The control tree")."""
+
+import errno
+import json
+import os
+import re
+import subprocess
+import time
+
+from mounthelp import make_mount, mount  # noqa: F401
+from osbtest import http_request
+from test_3_jobhelp import (expect_errno, info, last_error, osb, read,
+                            read_bytes, start, wait, write)
+
+ROOT_FILES = {"README", "info", "ctl", "egress", "log", "run", "jobs"}
+
+
+def readme_block(text, title):
+    """The indented example lines under the README heading @title."""
+    lines = text.split("\n")
+    i = lines.index(title) + 1
+    while i < len(lines) and lines[i] and not lines[i].startswith("  "):
+        i += 1  # the prose before the example
+    block = []
+    while i < len(lines) and lines[i].startswith("  "):
+        block.append(lines[i][2:])
+        i += 1
+    assert block, "no example under %r" % title
+    return "\n".join(block) + "\n"
+
+
+def bash(script, timeout=120):
+    return subprocess.run(["bash", "-e", "-c", script], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def log_lines(m, word):
+    return [l for l in read(osb(m, "log")).splitlines() if word in l]
+
+
+# ---- the tree ----
+
+def test_control_dir_lists_its_files(mount, server):
+    assert set(os.listdir(osb(mount))) == ROOT_FILES
+    assert ".osb" in os.listdir(mount.p())
+    # it exists only in the mount, never in the sandbox
+    assert server.stat(mount.sandbox_id, mount.spath(".osb")) is None
+
+
+def test_control_dir_option_renames_the_tree(make_mount, server):
+    m = make_mount(options=["control_dir=.ctl"])
+    assert set(os.listdir(m.p(".ctl"))) == ROOT_FILES
+    assert m.p(".ctl") in read(m.p(".ctl", "README"))
+    # .osb is an ordinary name now: it goes to the sandbox
+    os.mkdir(m.p(".osb"))
+    assert server.stat(m.sandbox_id, m.spath(".osb"))["type"] == "directory"
+
+
+def test_files_are_read_with_cat(mount):
+    out = subprocess.run(["cat", osb(mount, "info")], capture_output=True, check=True)
+    assert json.loads(out.stdout)["sandbox_id"] == mount.sandbox_id
+
+
+# ---- README ----
+
+def test_readme_run_example_works_as_printed(mount):
+    text = read(osb(mount, "README"))
+    r = bash(readme_block(text, "Run a command and read its output"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "exited 0\nhello from the sandbox\n"
+
+
+def test_readme_named_job_example_works_as_printed(mount):
+    text = read(osb(mount, "README"))
+    r = bash(readme_block(text, "A named job"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "exited 3\nhello\noops\n"
+
+
+def test_readme_open_write_read_example_works_as_printed(mount):
+    text = read(osb(mount, "README"))
+    r = bash(readme_block(text, "Start a job and learn its id with open/write/read only"))
+    assert r.returncode == 0, r.stderr
+    jid, status, out = r.stdout.split("\n")[:3]
+    assert re.fullmatch(r"\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{6}", jid), jid
+    assert (status, out) == ("exited 0", "done")
+
+
+def test_readme_names_this_mount_and_sandbox(mount):
+    text = read(osb(mount, "README"))
+    assert osb(mount) in text
+    assert mount.sandbox_id in text
+
+
+# ---- info ----
+
+def test_info_describes_the_sandbox(mount, server):
+    i = info(mount)
+    assert i["sandbox_id"] == mount.sandbox_id
+    assert i["state"] == "Running"
+    assert i["image"] == "python:3.11"
+    assert i["dir"] == "/workspace"
+    assert i["mountpoint"] == os.path.realpath(mount.p())
+    assert i["endpoint"].startswith("http://127.0.0.1:")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", i["created_at"])
+    assert i["expires_at"] > i["created_at"]
+    assert set(i["cache"]) == {"dirty_files", "dirty_bytes", "uploading", "uploaded_files",
+                               "uploaded_bytes", "failed_uploads", "conflicts"}
+    assert i["jobs"] == {"running": 0, "total": 0}
+    assert i["last_error"] is None
+
+
+def test_no_secret_in_any_control_file(mount, server):
+    expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "bogus")
+    for name in ("README", "info", "log"):
+        assert server.api_key not in read(osb(mount, name)), name
+
+
+def test_info_counts_jobs(mount):
+    jid = start(mount, "sleep 30")
+    try:
+        assert info(mount)["jobs"] == {"running": 1, "total": 1}
+    finally:
+        write(osb(mount, "jobs", jid, "ctl"), "signal KILL")
+    wait(mount, jid)
+    assert info(mount)["jobs"] == {"running": 0, "total": 1}
+
+
+# ---- ctl ----
+
+def test_sync_uploads_dirty_files_and_info_shows_it(make_mount, server):
+    m = make_mount(options=["writeback_delay=600s"])
+    with open(m.p("notes.txt"), "w") as f:
+        f.write("kept on local disk\n")
+    before = info(m)["cache"]
+    assert before["dirty_files"] == 1 and before["dirty_bytes"] == 19
+    assert server.stat(m.sandbox_id, m.spath("notes.txt")) is None
+    write(osb(m, "ctl"), "sync\n")
+    assert server.read_file(m.sandbox_id, m.spath("notes.txt")) == b"kept on local disk\n"
+    after = info(m)["cache"]
+    assert after["dirty_files"] == 0 and after["uploaded_files"] >= 1
+
+
+def test_sync_fails_with_eio_when_uploads_fail(make_mount, server):
+    m = make_mount(options=["writeback_delay=600s"])
+    with open(m.p("a.txt"), "w") as f:
+        f.write("x")
+    server.set_faults(path="/files/upload", kinds=["500"], rate=1.0)
+    try:
+        expect_errno(errno.EIO, write, osb(m, "ctl"), "sync")
+        assert "could not be uploaded" in last_error(m)
+        assert info(m)["cache"]["dirty_files"] == 1
+    finally:
+        server.clear_faults()
+    write(osb(m, "ctl"), "sync")
+    assert server.read_file(m.sandbox_id, m.spath("a.txt")) == b"x"
+
+
+def test_invalidate_shows_a_change_made_in_the_sandbox(make_mount, server):
+    m = make_mount(options=["attr_timeout=600s", "dir_timeout=600s"])
+    server.write_file(m.sandbox_id, m.spath("v.txt"), b"one\n")
+    assert read(m.p("v.txt")) == "one\n"
+    server.write_file(m.sandbox_id, m.spath("v.txt"), b"two, longer\n")
+    server.write_file(m.sandbox_id, m.spath("new.txt"), b"new\n")
+    write(osb(m, "ctl"), "invalidate")
+    assert read(m.p("v.txt")) == "two, longer\n"
+    assert "new.txt" in os.listdir(m.p())
+
+
+def test_renew_sets_the_expiry(mount, server):
+    write(osb(mount, "ctl"), "renew 7200")
+    exp = info(mount)["expires_at"]
+    st, _, sb = server.request("GET", "/v1/sandboxes/" + mount.sandbox_id)
+    assert st == 200
+    assert sb["expiresAt"][:19] == exp[:19]
+    got = time.mktime(time.strptime(exp[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+    assert abs(got - (time.time() + 7200)) < 120
+
+
+def test_pause_then_a_read_resumes_the_sandbox(mount, server):
+    sid = mount.sandbox_id
+    server.write_file(sid, mount.spath("data.bin"), bytes(range(256)) * 64)
+    assert info(mount)["state"] == "Running"
+    write(osb(mount, "ctl"), "pause")
+    assert info(mount)["state"] == "Paused"
+    # reading info does not wake the sandbox
+    assert server.request("GET", "/v1/sandboxes/" + sid)[2]["status"]["state"] == "Paused"
+    assert read_bytes(mount.p("data.bin")) == bytes(range(256)) * 64
+    assert info(mount)["state"] == "Running"
+    assert server.request("GET", "/v1/sandboxes/" + sid)[2]["status"]["state"] == "Running"
+
+
+def test_pause_and_resume_verbs(mount, server):
+    write(osb(mount, "ctl"), "pause\n")
+    assert info(mount)["state"] == "Paused"
+    write(osb(mount, "ctl"), "resume\n")
+    assert info(mount)["state"] == "Running"
+    st, _, sb = server.request("GET", "/v1/sandboxes/" + mount.sandbox_id)
+    assert sb["status"]["state"] == "Running"
+
+
+def test_several_verbs_run_in_order_and_stop_at_the_first_failure(mount):
+    expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "invalidate\nfrobnicate\nrenew 3600\n")
+    assert "frobnicate" in last_error(mount)
+    assert log_lines(mount, "ctl: invalidate done")
+    assert not log_lines(mount, "ctl: renew")
+
+
+def test_kill_destroys_the_sandbox(make_mount, server):
+    sid = server.create_sandbox()
+    try:
+        m = make_mount(sandbox_id=sid)
+        jid = start(m, "sleep 60")
+        write(osb(m, "ctl"), "kill")
+        assert server.request("GET", "/v1/sandboxes/" + sid)[0] == 404
+        assert info(m)["state"] == "Deleted"
+        # nobody waits forever for a job of a sandbox that is gone
+        assert wait(m, jid, timeout=30) == "error: the sandbox was deleted"
+    finally:
+        server.delete_sandbox(sid)
+
+
+# ---- bad writes ----
+
+def test_unknown_verb_is_einval_with_last_error(mount):
+    expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "frobnicate\n")
+    assert 'unknown command "frobnicate"' in last_error(mount)
+    assert info(mount)["last_error_at"] is not None
+    assert log_lines(mount, "frobnicate")
+
+
+def test_empty_ctl_write_is_einval(mount):
+    expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "\n")
+    assert "empty" in last_error(mount)
+    expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "  \t \n")
+
+
+def test_binary_ctl_write_is_einval(mount):
+    expect_errno(errno.EINVAL, write, osb(mount, "ctl"), b"\x00\xff\xfepause")
+    assert "binary" in last_error(mount)
+    expect_errno(errno.EINVAL, write, osb(mount, "ctl"), b"\xffpause")
+    assert info(mount)["state"] == "Running"
+
+
+def test_verb_with_a_bad_argument_is_einval(mount):
+    for bad in ("renew soon", "renew -5", "renew 0", "pause now", "sync all", "renew 5 6"):
+        expect_errno(errno.EINVAL, write, osb(mount, "ctl"), bad)
+    assert "renew" in last_error(mount)
+
+
+def test_read_only_files_refuse_writing_with_eacces(mount):
+    jid = start(mount, "true")
+    wait(mount, jid)
+    for path in [osb(mount, n) for n in ("README", "info", "log")] + \
+                [osb(mount, "jobs", jid, n) for n in ("status", "exit_code", "stdout", "stderr",
+                                                         "wait", "info", "cmd")]:
+        expect_errno(errno.EACCES, os.open, path, os.O_WRONLY)
+        expect_errno(errno.EACCES, os.open, path, os.O_RDWR | os.O_TRUNC)
+
+
+def test_write_only_ctl_refuses_reading_with_eacces(mount):
+    expect_errno(errno.EACCES, os.open, osb(mount, "ctl"), os.O_RDONLY)
+
+
+def test_nothing_new_can_be_made_in_the_tree(mount):
+    expect_errno(errno.EACCES, os.open, osb(mount, "newfile"), os.O_WRONLY | os.O_CREAT, 0o644)
+    expect_errno(errno.EPERM, os.mkdir, osb(mount, "dir"))
+    expect_errno(errno.EPERM, os.unlink, osb(mount, "info"))
+    expect_errno(errno.EPERM, os.rmdir, osb(mount, "jobs"))
+    expect_errno(errno.EPERM, os.rename, osb(mount, "info"), osb(mount, "info2"))
+
+
+def test_log_shows_recent_lines(mount):
+    expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "frobnicate")
+    lines = read(osb(mount, "log")).splitlines()
+    assert any("mounted sandbox %s" % mount.sandbox_id in l for l in lines)
+    assert "frobnicate" in lines[-1]
+
+
+# ---- egress ----
+
+POLICY = {"defaultAction": "deny", "egress": [{"action": "allow", "target": "pypi.org"}]}
+
+
+def sidecar_policy(server, sid):
+    url, hdrs = server.endpoint(sid, port=18080)
+    st, _, body = http_request(url, "GET", "/policy", headers=hdrs)
+    assert st == 200, (st, body)
+    return body["policy"]
+
+
+def test_egress_reads_and_patches_the_policy(make_mount, server):
+    sid = server.create_sandbox(networkPolicy=POLICY)
+    try:
+        m = make_mount(sandbox_id=sid)
+        pol = json.loads(read(osb(m, "egress")))
+        assert pol["policy"]["egress"] == [{"action": "allow", "target": "pypi.org"}]
+        write(osb(m, "egress"), "allow example.com\n")
+        write(osb(m, "egress"), '[{"action":"deny","target":"*.example.org"}]\n')
+        rules = json.loads(read(osb(m, "egress")))["policy"]["egress"]
+        assert {"action": "allow", "target": "example.com"} in rules
+        assert {"action": "deny", "target": "*.example.org"} in rules
+        assert {"action": "allow", "target": "pypi.org"} in rules
+        assert sidecar_policy(server, sid)["egress"] == rules
+    finally:
+        server.delete_sandbox(sid)
+
+
+def test_egress_bad_input_is_einval(make_mount, server):
+    sid = server.create_sandbox(networkPolicy=POLICY)
+    try:
+        m = make_mount(sandbox_id=sid)
+        for bad in ("permit example.com\n", "allow\n", "allow a b\n", '{"action":"allow"}\n',
+                    "[]\n", b"\x00\x01"):
+            expect_errno(errno.EINVAL, write, osb(m, "egress"), bad)
+        assert "egress" in last_error(m)
+        # an unfinished JSON array fails when the file is closed
+        expect_errno(errno.EINVAL, write, osb(m, "egress"), '[{"action":"allow",')
+        assert sidecar_policy(server, sid)["egress"] == POLICY["egress"]
+    finally:
+        server.delete_sandbox(sid)
+
+
+def test_egress_without_a_sidecar_explains_itself(mount):
+    text = json.loads(read(osb(mount, "egress")))
+    assert text["sidecar"] is False and "no egress sidecar" in text["message"]
+    expect_errno(errno.EOPNOTSUPP, write, osb(mount, "egress"), "allow pypi.org\n")
+    assert "no egress sidecar" in last_error(mount)
