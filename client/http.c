@@ -17,10 +17,10 @@
 
 #include "osb_i.h"
 
-static __thread volatile int *cancel_flag;
+static __thread atomic_int *cancel_flag;
 static __thread unsigned int jitter_seed;
 
-void osb_cancel_flag_set(volatile int *flag)
+void osb_cancel_flag_set(atomic_int *flag)
 {
 	cancel_flag = flag;
 }
@@ -141,7 +141,7 @@ static int on_progress(void *clientp, curl_off_t dltotal, curl_off_t dlnow,
 	(void)dlnow;
 	(void)ultotal;
 	(void)ulnow;
-	return cancel_flag && *cancel_flag ? 1 : 0;
+	return cancel_flag && atomic_load(cancel_flag) ? 1 : 0;
 }
 
 static CURL *pool_take(struct osb_client *c)
@@ -466,7 +466,7 @@ int http_call(struct osb_client *c, const struct http_request *rq,
 		}
 		atomic_fetch_add(&c->n_retries, 1);
 		sleep_ms(http_backoff_ms(c, attempt));
-		if (cancel_flag && *cancel_flag)
+		if (cancel_flag && atomic_load(cancel_flag))
 			return -ECANCELED;
 	}
 }

@@ -50,6 +50,7 @@
 #ifndef OSB_H
 #define OSB_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -145,7 +146,7 @@ void osb_client_stats(struct osb_client *c, struct osb_client_stats *ret);
  * requests of the current thread stop at their next progress point with
  * -ECANCELED. NULL detaches. Per thread.
  */
-void osb_cancel_flag_set(volatile int *flag);
+void osb_cancel_flag_set(atomic_int *flag);
 
 /* ------------------------------------------------------------------ */
 /* Key/value lists (env, metadata, headers) */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "ctl_i.h"
@@ -412,6 +413,27 @@ void ctl_getattr(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_attr(req, &st,
 			is_live_kind(n.kind) ? LIVE_TIMEOUT : FIXED_TIMEOUT);
 	ctl_node_put(c, &n);
+}
+
+void ctl_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct ctl *c = ctl_of(req);
+	struct ctl_node n;
+	struct stat st;
+
+	if (ctl_node_get(c, ino, &n)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	ctl_node_stat(c, &n, &st);
+	ctl_node_put(c, &n);
+	/* what open() would allow: the owner's bits of each file */
+	int rc = 0;
+	if (((mask & R_OK) && !(st.st_mode & S_IRUSR)) ||
+	    ((mask & W_OK) && !(st.st_mode & S_IWUSR)) ||
+	    ((mask & X_OK) && !(st.st_mode & S_IXUSR)))
+		rc = EACCES;
+	fuse_reply_err(req, rc);
 }
 
 void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,

@@ -29,6 +29,7 @@ void ctl_lookup_root(fuse_req_t req);
 void ctl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
 void ctl_forget(fuse_ino_t ino, uint64_t nlookup);
 void ctl_getattr(fuse_req_t req, fuse_ino_t ino);
+void ctl_access(fuse_req_t req, fuse_ino_t ino, int mask);
 void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		 int to_set);
 void ctl_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

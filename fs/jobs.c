@@ -12,6 +12,7 @@
 #include <sys/random.h>
 
 #include "jobs_i.h"
+#include "notify.h"
 #include "log.h"
 #include "ops.h"
 #include "remote.h"
@@ -424,8 +425,10 @@ bool job_end_locked(struct jobs *js, struct job *j, int code,
 
 void jobs_after_end(struct jobs *js)
 {
-	/* what the job wrote shows through the mount at once */
+	/* what the job wrote shows through the mount at once: the kernel
+	 * has forgotten it before any `wait` reader hears of the end */
 	fs_invalidate_all(js->fs);
+	notify_drain(js->fs);
 	jobs_wake_waiters(js);
 }
 

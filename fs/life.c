@@ -162,6 +162,8 @@ int life_recheck(struct osbfs *fs)
 bool life_gone(struct osbfs *fs)
 {
 	struct lifecycle *l = fs->life;
+	if (!l)
+		return false;
 	pthread_mutex_lock(&l->lock);
 	bool gone = is_state(l, "Deleted");
 	pthread_mutex_unlock(&l->lock);
@@ -200,6 +202,8 @@ int life_pause(struct osbfs *fs, char *msg, size_t msg_size)
 int life_resume(struct osbfs *fs, char *msg, size_t msg_size)
 {
 	struct lifecycle *l = fs->life;
+	if (!l)
+		return -EIO;
 	pthread_mutex_lock(&l->lock);
 	if (!l->busy && !is_state(l, "Deleted"))
 		set_state(l, "Paused"); /* make the gate resume it */
@@ -296,6 +300,8 @@ static void keepalive_tick(struct osbfs *fs)
 static void idle_tick(struct osbfs *fs)
 {
 	struct lifecycle *l = fs->life;
+	if (!l)
+		return;
 	long long idle = mono_ms() - atomic_load(&fs->last_activity);
 
 	pthread_mutex_lock(&l->lock);

@@ -238,11 +238,12 @@ int main(int argc, char **argv)
 	status = rc == 0 ? 0 : 1;
 
 out_unmount:
-	fuse_session_unmount(fs.se);
-	fuse_remove_signal_handlers(fs.se);
+	/* the threads that talk to the kernel stop before its fd closes */
 	ctl_stop(&fs);
 	life_stop(&fs);
 	notify_stop(&fs);
+	fuse_session_unmount(fs.se);
+	fuse_remove_signal_handlers(fs.se);
 	if (fs.wb) {
 		if (opt.destroy_on_unmount) {
 			char kmsg[1200];

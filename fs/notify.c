@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "notify.h"
@@ -28,6 +29,9 @@ struct notifier {
 	struct inval *q;
 	size_t n, cap;
 	bool stop;
+	uint64_t queued;        /* batches handed to the thread */
+	uint64_t done;          /* batches it has sent to the kernel */
+	pthread_cond_t done_cond;
 	pthread_t thread;
 };
 
@@ -75,6 +79,7 @@ void fs_invalidate_all(struct osbfs *fs)
 	if (nt) {
 		node_for_each(&fs->nodes, collect_one, &c);
 		push(nt, 0, NODE_ROOT_INO, NULL);
+		nt->queued++;
 		pthread_cond_signal(&nt->cond);
 		pthread_mutex_unlock(&nt->lock);
 	} else {
@@ -99,6 +104,7 @@ static void *notifier_thread(void *arg)
 		}
 		struct inval *q = nt->q;
 		size_t n = nt->n;
+		uint64_t upto = nt->queued;
 		nt->q = NULL;
 		nt->n = nt->cap = 0;
 		pthread_mutex_unlock(&nt->lock);
@@ -114,9 +120,30 @@ static void *notifier_thread(void *arg)
 		}
 		free(q);
 		pthread_mutex_lock(&nt->lock);
+		nt->done = upto;
+		pthread_cond_broadcast(&nt->done_cond);
 	}
+	nt->done = nt->queued;
+	pthread_cond_broadcast(&nt->done_cond);
 	pthread_mutex_unlock(&nt->lock);
 	return NULL;
+}
+
+void notify_drain(struct osbfs *fs)
+{
+	struct notifier *nt = fs->notifier;
+	if (!nt)
+		return;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
+	pthread_mutex_lock(&nt->lock);
+	uint64_t want = nt->queued;
+	while (nt->done < want && !nt->stop)
+		if (pthread_cond_timedwait(&nt->done_cond, &nt->lock, &until) ==
+		    ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&nt->lock);
 }
 
 int notify_start(struct osbfs *fs)
@@ -126,6 +153,7 @@ int notify_start(struct osbfs *fs)
 		return -ENOMEM;
 	pthread_mutex_init(&nt->lock, NULL);
 	pthread_cond_init(&nt->cond, NULL);
+	pthread_cond_init(&nt->done_cond, NULL);
 	fs->notifier = nt;
 	int rc = pthread_create(&nt->thread, NULL, notifier_thread, fs);
 	if (rc) {
@@ -144,6 +172,7 @@ void notify_stop(struct osbfs *fs)
 	pthread_mutex_lock(&nt->lock);
 	nt->stop = true;
 	pthread_cond_signal(&nt->cond);
+	pthread_cond_broadcast(&nt->done_cond);
 	pthread_mutex_unlock(&nt->lock);
 	pthread_join(nt->thread, NULL);
 	fs->notifier = NULL;
@@ -152,5 +181,6 @@ void notify_stop(struct osbfs *fs)
 	free(nt->q);
 	pthread_mutex_destroy(&nt->lock);
 	pthread_cond_destroy(&nt->cond);
+	pthread_cond_destroy(&nt->done_cond);
 	free(nt);
 }

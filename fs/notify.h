@@ -9,5 +9,9 @@
 
 int notify_start(struct osbfs *fs);
 void notify_stop(struct osbfs *fs);
+/* Waits until the kernel was told everything queued so far, two seconds
+ * at most (called from a request handler, the notifications could wait
+ * on that very request: the bound keeps that from hanging). */
+void notify_drain(struct osbfs *fs);
 
 #endif /* OSBFS_NOTIFY_H */

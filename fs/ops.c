@@ -577,7 +577,7 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	struct fattr a;
 
 	if (ctl_is_ino(ino)) {
-		fuse_reply_err(req, 0);
+		ctl_access(req, ino, mask);
 		return;
 	}
 	int rc = held_get(fs, ino, &h);

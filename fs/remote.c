@@ -400,11 +400,13 @@ int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 	do {
 		rc = osb_dir_list(fs->sb, dir, 1, &ents, &n, &err);
 	} while (rc && again(fs, rc));
-	if (rc == -EIO && err.status == 500 &&
-	    strstr(err.message, "error listing directory")) {
-		/* the tree changed under execd's walk: once more */
+	/* an entry deleted while execd walked the directory makes the whole
+	 * listing a 500 "no such file or directory": the tree changed under
+	 * the walk, try again; only a 404 says the directory is missing */
+	for (int tries = 0; rc && err.status == 500 && tries < 3; tries++)
 		rc = osb_dir_list(fs->sb, dir, 1, &ents, &n, &err);
-	}
+	if (rc == -ENOENT && err.status != 404)
+		rc = -EIO;
 	if (rc)
 		return fail(rc, &err, "list", dir);
 	struct rdent *d = calloc(n ? n : 1, sizeof(*d));
