@@ -299,6 +299,7 @@ int osb_file_download_fd(struct osb_sandbox *sb, const char *path,
 struct up_src {
 	const struct osb_upload *u;
 	int64_t pos;
+	bool shrank;            /* the file got shorter while being sent */
 };
 
 struct up {
@@ -330,8 +331,10 @@ static size_t up_read(char *buffer, size_t size, size_t nitems, void *arg)
 			continue;
 		if (n < 0)
 			return CURL_READFUNC_ABORT;
-		if (n == 0)
-			return CURL_READFUNC_ABORT; /* the file shrank */
+		if (n == 0) {
+			s->shrank = true;
+			return CURL_READFUNC_ABORT;
+		}
 		s->pos += n;
 		return (size_t)n;
 	}
@@ -362,6 +365,7 @@ static int up_mime(void *arg, void *curl, void **ret_mime)
 		part = curl_mime_addpart(mime);
 		u->src[i].u = &u->files[i];
 		u->src[i].pos = 0;
+		u->src[i].shrank = false;
 		if (!part || curl_mime_name(part, "file") ||
 		    curl_mime_filename(part, "file") ||
 		    curl_mime_type(part, "application/octet-stream") ||
@@ -415,6 +419,14 @@ int osb_file_upload(struct osb_sandbox *sb, const struct osb_upload *files,
 			.retry = HTTP_RETRY_IDEMPOTENT,
 		};
 		rc = execd_call(sb, &rq, &rs, err);
+	}
+	for (size_t i = 0; rc == -ECANCELED && u.src && i < n; i++) {
+		if (u.src[i].shrank) {
+			osb_error_set(err, 0, "",
+				      "%s got shorter while it was being uploaded",
+				      files[i].path);
+			rc = -EAGAIN;
+		}
 	}
 	for (size_t i = 0; u.meta && i < n; i++)
 		free(u.meta[i]);

@@ -364,7 +364,8 @@ struct osb_upload {
  * osb_file_upload() - writes whole files (creating parents; truncating
  * in place) in one multipart request, streamed: memory use does not
  * depend on the sizes. Retried (it is idempotent). Parent directories are
- * created by execd.
+ * created by execd. -EAGAIN if a source fd got shorter than its @size
+ * while it was being sent (the caller decides what to send instead).
  */
 int osb_file_upload(struct osb_sandbox *sb, const struct osb_upload *files,
 		    size_t n, struct osb_error *err);

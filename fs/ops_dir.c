@@ -591,20 +591,30 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		pthread_mutex_lock(&fs->nodes.lock);
 		pthread_mutex_lock(&fs->cache.lock);
 		if (dst_exists && !dst_local) {
-			bool dst_dirty = dcf && dcf->dirty;
-			if (dst_dirty && dcf->m.base != BASE_UNKNOWN) {
+			/* the upload will replace what the sandbox has at
+			 * dst: dst's own cache entry knows that version best
+			 * (an upload of dst that finished while we waited
+			 * for the lock has just updated it); its cached
+			 * attributes are only the fallback */
+			if (dcf && dcf->m.base != BASE_UNKNOWN) {
 				scf->m.base = dcf->m.base;
 				scf->m.base_size = dcf->m.base_size;
 				scf->m.base_mtime = dcf->m.base_mtime;
-			} else if (!dst_dirty) {
+				memcpy(scf->m.owner, dcf->m.owner,
+				       sizeof(scf->m.owner));
+				memcpy(scf->m.group, dcf->m.group,
+				       sizeof(scf->m.group));
+			} else if (dcf && dcf->dirty) {
+				scf->m.base = BASE_UNKNOWN;
+			} else {
 				scf->m.base = BASE_KNOWN;
 				scf->m.base_size = da.size;
 				scf->m.base_mtime = da.mtime;
-			} else {
-				scf->m.base = BASE_UNKNOWN;
+				memcpy(scf->m.owner, da.owner,
+				       sizeof(scf->m.owner));
+				memcpy(scf->m.group, da.group,
+				       sizeof(scf->m.group));
 			}
-			memcpy(scf->m.owner, da.owner, sizeof(scf->m.owner));
-			memcpy(scf->m.group, da.group, sizeof(scf->m.group));
 		}
 		pthread_mutex_unlock(&fs->cache.lock);
 		pthread_mutex_unlock(&fs->nodes.lock);

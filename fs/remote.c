@@ -474,7 +474,9 @@ int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n)
 		rc = osb_file_upload(fs->sb, ups, n, &err);
 		if (rc && again(fs, rc))
 			rc = osb_file_upload(fs->sb, ups, n, &err);
-		if (rc)
+		/* -EAGAIN: a file changed under the upload; the caller
+		 * sends its new content, nothing failed */
+		if (rc && rc != -EAGAIN)
 			rc = fail(rc, &err, "upload", u[0].path);
 	}
 	for (size_t i = 0; aliases && i < n; i++)

@@ -265,6 +265,11 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		cf->inflight = false;
 		if (it->skip)
 			continue;
+		if (rc == -EAGAIN) {
+			/* changed while it was sent: send the new content */
+			cf->due_ms = now + 50;
+			continue;
+		}
 		if (rc) {
 			cf->failures++;
 			cf->fail_seq++;
@@ -352,7 +357,7 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 			 nu, times[0].path);
 		times_ok = false;
 	}
-	if (rc)
+	if (rc && rc != -EAGAIN)
 		log_error("upload of %zu file(s) failed (first %s): %s; "
 			  "kept locally and retried",
 			  n, items[0].path ? items[0].path : "?", strerror(-rc));

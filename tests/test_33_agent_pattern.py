@@ -118,4 +118,9 @@ def test_a_start_fails_with_eio_when_files_cannot_be_uploaded(make_mount, server
     # the same named job starts once the sandbox takes the file
     write(osb(m, "jobs", "named", "cmd"), "cat input.txt")
     assert wait(m, "named") == "exited 0"
-    assert read(osb(m, "jobs", "named", "stdout")) == "needed by the job\n"
+    out = read(osb(m, "jobs", "named", "stdout"))
+    assert out == "needed by the job\n", (
+        "stdout %r; stderr %r; info %s; in the sandbox: %r; log:\n%s"
+        % (out, read(osb(m, "jobs", "named", "stderr")), read(osb(m, "jobs", "named", "info")),
+           server.run(m.sandbox_id, "cat /tmp/.osbfs/jobs/named/stdout; ls -la /tmp/.osbfs/jobs/named")[1],
+           m.log()))
