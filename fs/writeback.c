@@ -33,8 +33,8 @@
 #include "writeback.h"
 
 #define WB_THREADS 2
-#define BATCH_FILES 64
-#define BATCH_BYTES (16ll << 20)
+#define BATCH_FILES 256
+#define BATCH_BYTES (32ll << 20)
 #define SOLO_BYTES (8ll << 20)
 #define BACKOFF_MAX_MS 60000
 
