@@ -172,6 +172,11 @@ void osb_client_free(struct osb_client *c)
 	free(c);
 }
 
+void osb_client_set_retries(struct osb_client *c, int max_retries)
+{
+	c->max_retries = max_retries > 0 ? max_retries : 0;
+}
+
 const char *osb_client_base_url(const struct osb_client *c)
 {
 	return c->base_url;

@@ -128,6 +128,10 @@ int osb_client_new(const struct osb_config *cfg, struct osb_client **ret,
 		   struct osb_error *err);
 void osb_client_free(struct osb_client *c);
 
+/* Changes how many times transient failures are retried (0 = none).
+ * Not to be called while other threads use the client. */
+void osb_client_set_retries(struct osb_client *c, int max_retries);
+
 /* "http://localhost:8080": the base URL of the lifecycle API (no key). */
 const char *osb_client_base_url(const struct osb_client *c);
 

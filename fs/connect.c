@@ -74,6 +74,9 @@ int connect_client(struct osbfs_options *o, struct osb_client **ret,
 		}
 		cfg.api_key = key;
 	}
+	/* while mounting, a server that is not there fails the mount at
+	 * once (main() raises the budget for the mount's life) */
+	cfg.max_retries = 1;
 	rc = osb_client_new(&cfg, ret, &err);
 	if (key) {
 		explicit_bzero(key, strlen(key));

@@ -23,6 +23,7 @@
 #include "writeback.h"
 
 #define UNMOUNT_FLUSH_MS 60000
+#define MOUNTED_RETRIES 8
 
 static void raise_nofile(void)
 {
@@ -180,6 +181,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	fs.sandbox_id = osb_sandbox_id(fs.sb);
+	/* once mounted, ride out a restart of the server (about 8 to 16 s
+	 * of retries) before an operation fails with EIO */
+	osb_client_set_retries(fs.client, MOUNTED_RETRIES);
 	rc = node_table_init(&fs.nodes, opt.dir);
 	if (!rc)
 		rc = cache_init(&fs.cache, opt.cache_dir, fs.sandbox_id,
