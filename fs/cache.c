@@ -135,8 +135,14 @@ int cache_init(struct cache *c, const char *cache_dir,
 	return 0;
 }
 
+static void cfile_free(struct cache *c, struct cfile *cf);
+
 void cache_release(struct cache *c)
 {
+	/* what is left (files still dirty at exit) is freed in memory; its
+	 * data and journal record stay on disk for the next mount */
+	while (c->nall)
+		cfile_free(c, c->all[c->nall - 1]);
 	if (c->files_fd >= 0)
 		close(c->files_fd);
 	if (c->journal_fd >= 0)

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "hex.h"
 #include "journal.h"
 #include "log.h"
 
@@ -33,8 +34,7 @@
 static void put_hex(FILE *m, const char *key, const char *s)
 {
 	fprintf(m, " %s=", key);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		fprintf(m, "%02x", *p);
+	hex_put(m, s);
 }
 
 /* Appends the "S" line of @cf at @path to @m (c->lock held). */
@@ -165,30 +165,6 @@ bool journal_wants_compaction(const struct cache *c)
 
 /* ---- recovery ---- */
 
-static int hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	return -1;
-}
-
-static int unhex(const char *s, char *out, size_t size)
-{
-	size_t n = strlen(s);
-	if (n % 2 || n / 2 >= size)
-		return -EINVAL;
-	for (size_t i = 0; i < n / 2; i++) {
-		int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return -EINVAL;
-		out[i] = (char)(hi << 4 | lo);
-	}
-	out[n / 2] = '\0';
-	return 0;
-}
-
 static void parse_ts(const char *s, struct timespec *ts)
 {
 	long long sec = 0;
@@ -210,7 +186,7 @@ static int parse_record(char *rest, struct journal_record *r)
 			continue;
 		*eq++ = '\0';
 		if (strcmp(tok, "path") == 0) {
-			if (unhex(eq, r->path, sizeof(r->path)))
+			if (hex_decode(eq, strlen(eq), r->path, sizeof(r->path)))
 				return -EINVAL;
 		} else if (strcmp(tok, "mode") == 0) {
 			r->m.mode = (mode_t)strtoul(eq, NULL, 8);
@@ -233,9 +209,9 @@ static int parse_record(char *rest, struct journal_record *r)
 				parse_ts(ts, &r->m.base_mtime);
 			}
 		} else if (strcmp(tok, "owner") == 0) {
-			unhex(eq, r->m.owner, sizeof(r->m.owner));
+			hex_decode(eq, strlen(eq), r->m.owner, sizeof(r->m.owner));
 		} else if (strcmp(tok, "group") == 0) {
-			unhex(eq, r->m.group, sizeof(r->m.group));
+			hex_decode(eq, strlen(eq), r->m.group, sizeof(r->m.group));
 		}
 	}
 	return r->path[0] == '/' ? 0 : -EINVAL;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "hex.h"
 #include "life.h"
 #include "log.h"
 #include "remote.h"
@@ -180,35 +181,6 @@ static char *shell_cmd(const char *fmt, const char *a, const char *b)
 	return out;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
-/* "68656c6c6f" -> "hello" (malloc'd), NULL if malformed. */
-static char *unhex(const char *s, size_t n)
-{
-	if (n % 2)
-		return NULL;
-	char *out = malloc(n / 2 + 1);
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n / 2; i++) {
-		int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-		if (hi < 0 || lo < 0) {
-			free(out);
-			return NULL;
-		}
-		out[i] = (char)(hi << 4 | lo);
-	}
-	out[n / 2] = '\0';
-	return out;
-}
-
 static void ts_parse(const char *s, struct timespec *ts)
 {
 	char *end;
@@ -307,7 +279,7 @@ static int shell_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 			d = g;
 			cap *= 2;
 		}
-		d[n].name = unhex(line, (size_t)(sp - line));
+		d[n].name = hex_decode_dup(line, (size_t)(sp - line));
 		if (!d[n].name)
 			continue;
 		if (parse_stat_line(sp + 1, &d[n].attr)) {
@@ -675,10 +647,7 @@ int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n)
 	      "for h, m, a, nf, c in [\n", m);
 	for (size_t i = 0; i < n; i++) {
 		fputs("(\"", m);
-		for (const unsigned char *p =
-			     (const unsigned char *)t[i].path;
-		     *p; p++)
-			fprintf(m, "%02x", *p);
+		hex_put(m, t[i].path);
 		fprintf(m, "\", %lld, %lld, %d, %d),\n", ts_ns(&t[i].mtime),
 			t[i].atime.tv_nsec == UTIME_OMIT ? -1LL :
 							   ts_ns(&t[i].atime),
@@ -751,7 +720,7 @@ int remote_readlink(struct osbfs *fs, const char *path, char **ret)
 	if (rc)
 		return rc;
 	size_t n = strcspn(out, "\n");
-	*ret = unhex(out, n);
+	*ret = hex_decode_dup(out, n);
 	free(out);
 	return *ret ? 0 : -EIO;
 }

@@ -40,6 +40,15 @@ def is_mounted(path):
     return False
 
 
+def fsync_path(path):
+    """fsync(2) of a file: osbfs returns only once the sandbox has it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fusermount_u(path, lazy=False):
     args = ["fusermount3", "-u"] + (["-z"] if lazy else []) + [path]
     return subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from mounthelp import make_mount  # noqa: F401  (fixture)
+from mounthelp import fsync_path, make_mount  # noqa: F401  (fixture)
 
 NAMES = [
     "with space",
@@ -35,14 +35,6 @@ NAMES = [
 @pytest.fixture
 def mount(make_mount):
     return make_mount(options=["attr_timeout=0", "dir_timeout=0", "negative_timeout=0"])
-
-
-def fsync_path(p):
-    fd = os.open(p, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def q(path):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from mounthelp import Mount, make_mount  # noqa: F401  (fixture)
+from mounthelp import make_mount  # noqa: F401  (fixture)
 
 
 def wait_until(pred, timeout=60, step=0.1):
@@ -21,14 +21,6 @@ def wait_until(pred, timeout=60, step=0.1):
             return True
         time.sleep(step)
     return False
-
-
-def fsync(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_files(m, names, size=5000):

@@ -1,0 +1,214 @@
+/*
+ * test_units.c - unit tests of osbfs's pure modules: hex encoding, the
+ * option value parsers, the inode table (paths, moves, unlinks), and the
+ * journal (records written, replayed after a "crash", compacted).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "hex.h"
+#include "journal.h"
+#include "node.h"
+#include "options.h"
+
+static int failures;
+
+#define CHECK(cond)                                                        \
+	do {                                                               \
+		if (!(cond)) {                                             \
+			fprintf(stderr, "%s:%d: FAIL %s\n", __FILE__,      \
+				__LINE__, #cond);                          \
+			failures++;                                        \
+		}                                                          \
+	} while (0)
+
+static void test_hex(void)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+	hex_put(m, "a\nb$\xff");
+	fclose(m);
+	CHECK(strcmp(buf, "610a6224ff") == 0);
+	char out[16];
+	CHECK(hex_decode(buf, len, out, sizeof(out)) == 0);
+	CHECK(strcmp(out, "a\nb$\xff") == 0);
+	CHECK(hex_decode("6", 1, out, sizeof(out)) == -EINVAL);
+	CHECK(hex_decode("zz", 2, out, sizeof(out)) == -EINVAL);
+	CHECK(hex_decode("6161", 4, out, 2) == -EINVAL); /* too long */
+	char *d = hex_decode_dup("6869", 4);
+	CHECK(d && strcmp(d, "hi") == 0);
+	free(d);
+	free(buf);
+}
+
+static void test_parsers(void)
+{
+	long ms;
+	int64_t sz;
+	CHECK(parse_duration_ms("30", &ms) == 0 && ms == 30000);
+	CHECK(parse_duration_ms("250ms", &ms) == 0 && ms == 250);
+	CHECK(parse_duration_ms("1.5s", &ms) == 0 && ms == 1500);
+	CHECK(parse_duration_ms("15m", &ms) == 0 && ms == 900000);
+	CHECK(parse_duration_ms("2h", &ms) == 0 && ms == 7200000);
+	CHECK(parse_duration_ms("soon", &ms) == -EINVAL);
+	CHECK(parse_duration_ms("-1", &ms) == -EINVAL);
+	CHECK(parse_size("10G", &sz) == 0 && sz == 10LL << 30);
+	CHECK(parse_size("512K", &sz) == 0 && sz == 512 << 10);
+	CHECK(parse_size("4MiB", &sz) == 0 && sz == 4 << 20);
+	CHECK(parse_size("12", &sz) == 0 && sz == 12);
+	CHECK(parse_size("3X", &sz) == -EINVAL);
+}
+
+static void test_nodes(void)
+{
+	struct node_table nt;
+	CHECK(node_table_init(&nt, "/workspace") == 0);
+	struct node *a = node_child_get(&nt, nt.root, "a");
+	struct node *b = node_child_get(&nt, a, "b c");
+	CHECK(a && b && a->ino != b->ino);
+	CHECK(node_child_get(&nt, nt.root, "a") == a);
+	char *p = node_path(&nt, b);
+	CHECK(p && strcmp(p, "/workspace/a/b c") == 0);
+	free(p);
+	/* a rename moves the subtree and keeps inode numbers */
+	uint64_t ino = b->ino;
+	struct node *d = node_child_get(&nt, nt.root, "d");
+	CHECK(node_move(&nt, a, d, "moved") == 0);
+	p = node_path(&nt, b);
+	CHECK(p && strcmp(p, "/workspace/d/moved/b c") == 0);
+	free(p);
+	CHECK(node_by_ino(&nt, ino) == b);
+	CHECK(node_is_below(b, d) && !node_is_below(d, b));
+	/* many names: the tables grow, every one is found again */
+	for (int i = 0; i < 5000; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%d", i);
+		CHECK(node_child_get(&nt, d, name) != NULL);
+	}
+	CHECK(node_child(&nt, d, "f4321") != NULL);
+	/* an unlinked node held by the kernel stays until forgotten */
+	b->nlookup = 1;
+	node_unlink(&nt, b);
+	CHECK(node_by_ino(&nt, ino) == b && b->unlinked);
+	CHECK(node_path(&nt, b) == NULL);
+	b->nlookup = 0;
+	node_maybe_free(&nt, b);
+	CHECK(node_by_ino(&nt, ino) == NULL);
+	/* the root "/" makes "/x" paths */
+	struct node_table nt2;
+	CHECK(node_table_init(&nt2, "/") == 0);
+	struct node *x = node_child_get(&nt2, nt2.root, "x");
+	p = node_path(&nt2, x);
+	CHECK(p && strcmp(p, "/x") == 0);
+	free(p);
+	p = node_path(&nt2, nt2.root);
+	CHECK(p && strcmp(p, "/") == 0);
+	free(p);
+	node_table_release(&nt2);
+	node_table_release(&nt);
+}
+
+struct seen {
+	int n;
+	char paths[8][64];
+	mode_t modes[8];
+	enum base_state bases[8];
+};
+
+static void on_record(void *arg, const char *path, struct cfile *cf)
+{
+	struct seen *s = arg;
+	if (s->n < 8) {
+		snprintf(s->paths[s->n], sizeof(s->paths[0]), "%s", path);
+		s->modes[s->n] = cf->m.mode;
+		s->bases[s->n] = cf->m.base;
+		s->n++;
+	}
+}
+
+static int data_file(struct cache *c, struct cfile *cf, const char *text)
+{
+	int fd = cache_fd(c, cf);
+	if (fd < 0)
+		return fd;
+	ssize_t w = write(fd, text, strlen(text));
+	close(fd);
+	return w == (ssize_t)strlen(text) ? 0 : -EIO;
+}
+
+static void test_journal(void)
+{
+	char dir[] = "/tmp/osbfs-unit-XXXXXX";
+	char msg[256];
+	struct cache c;
+	struct node_table nt;
+
+	CHECK(mkdtemp(dir) != NULL);
+	CHECK(cache_init(&c, dir, "sb1", 1 << 20, msg, sizeof(msg)) == 0);
+	CHECK(node_table_init(&nt, "/workspace") == 0);
+	nt.on_free = cache_detach;
+	nt.on_free_arg = &c;
+	struct node *n1 = node_child_get(&nt, nt.root, "kept");
+	struct node *n2 = node_child_get(&nt, nt.root, "cleaned");
+	struct cfile *f1 = cache_attach(&c, n1);
+	struct cfile *f2 = cache_attach(&c, n2);
+	CHECK(data_file(&c, f1, "one") == 0 && data_file(&c, f2, "two") == 0);
+	f1->m.mode = 0640;
+	f1->m.base = BASE_ABSENT;
+	CHECK(cache_dirty(&c, f1, "/workspace/kept") == 0);
+	CHECK(cache_dirty(&c, f2, "/workspace/cleaned") == 0);
+	/* a rename and a chmod are journaled; an upload cleans f2 */
+	CHECK(cache_record_update(&c, f1, "/workspace/renamed$1") == 0);
+	f1->m.mode = 0600;
+	CHECK(cache_dirty_meta(&c, f1, "/workspace/renamed$1") == 0);
+	pthread_mutex_lock(&c.lock);
+	cache_uploaded(&c, f2, f2->wgen);
+	pthread_mutex_unlock(&c.lock);
+	/* a torn last line, as a power loss could leave */
+	FILE *j = fopen(strcat(strcpy(msg, c.dir), "/journal"), "a");
+	CHECK(j != NULL);
+	fputs("S 00000000000000ff path=2f78", j);
+	fclose(j);
+	/* "crash": forget everything in memory, keep the files */
+	uint64_t id1 = f1->id;
+	close(c.journal_fd);
+	c.journal_fd = -1;
+	struct cache c2;
+	char lockpath[300];
+	snprintf(lockpath, sizeof(lockpath), "%s/lock", c.dir);
+	unlink(lockpath); /* our own flock would refuse the second init */
+	CHECK(cache_init(&c2, dir, "sb1", 1 << 20, msg, sizeof(msg)) == 0);
+	struct seen s = { 0 };
+	CHECK(cache_recover(&c2, on_record, &s) == 1);
+	CHECK(s.n == 1 && strcmp(s.paths[0], "/workspace/renamed$1") == 0);
+	CHECK(s.modes[0] == 0600 && s.bases[0] == BASE_ABSENT);
+	CHECK(c2.ndirty == 1 && c2.dirty_first->id == id1);
+	CHECK(c2.dirty_first->size == 3);
+	/* after recovery the journal holds just the live record */
+	CHECK(c2.journal_bytes < 400);
+	node_table_release(&nt);
+	cache_release(&c);
+	cache_release(&c2);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+}
+
+int main(void)
+{
+	test_hex();
+	test_parsers();
+	test_nodes();
+	test_journal();
+	if (failures) {
+		fprintf(stderr, "%d failures\n", failures);
+		return 1;
+	}
+	printf("all pass\n");
+	return 0;
+}
