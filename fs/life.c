@@ -222,8 +222,9 @@ int life_renew(struct osbfs *fs, long seconds, char *msg, size_t msg_size)
 
 	if (seconds <= 0)
 		seconds = fs->opt->timeout_s > 0 ? fs->opt->timeout_s : 600;
+	/* whole seconds on the wire: round up, never give less */
 	int rc = osb_sandbox_renew(fs->client, fs->sandbox_id,
-				   time(NULL) + seconds, &got, &err);
+				   time(NULL) + seconds + 1, &got, &err);
 	if (rc) {
 		snprintf(msg, msg_size, "renew: %s", err.message);
 		return rc;
