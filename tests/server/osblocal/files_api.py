@@ -163,26 +163,10 @@ class FilesAPI:
         except OSError as e:
             if e.errno != errno.ENOENT:
                 return e.errno, perr("mkdir", p, e)
-        comps = [c for c in p.split("/") if c]
-        cur = ""
-        for c in comps:
-            cur += "/" + c
-            try:
-                with self.fs.resolve(cur, follow=True) as loc:
-                    try:
-                        s = loc.lstat()
-                    except FileNotFoundError:
-                        s = None
-                    if s is not None:
-                        if not st.S_ISDIR(s.st_mode):
-                            return errno.ENOTDIR, perr("mkdir", cur, errno.ENOTDIR)
-                        continue
-                    try:
-                        self.fs.mkdir(loc, 0o777)
-                    except FileExistsError:
-                        pass
-            except OSError as e:
-                return e.errno, perr("mkdir", cur, e)
+        try:
+            self.fs.makedirs(p)
+        except OSError as e:
+            return e.errno, perr("mkdir", getattr(e, "spath", None) or p, e)
         return None
 
     # GET /files/info --------------------------------------------------------

@@ -407,24 +407,33 @@ class SandboxFS:
 
     def makedirs(self, spath, mode=0o777):
         """os.MkdirAll: create every missing component (mode before umask);
-        an existing directory is fine; returns the list of created sandbox
-        paths."""
+        an existing directory is fine, also one made meanwhile; returns the
+        list of created sandbox paths. An error carries the component that
+        failed in its .spath."""
         comps = [c for c in spath.split("/") if c]
         created = []
         sp = ""
         for c in comps:
             sp = sp + "/" + c
-            with self.resolve(sp, follow=True) as loc:
-                try:
-                    s = loc.lstat()
-                except FileNotFoundError:
-                    s = None
-                if s is not None:
-                    if not st.S_ISDIR(s.st_mode):
-                        raise fserr(errno.ENOTDIR)
-                    continue
-                self.mkdir(loc, mode)
-                created.append(sp)
+            try:
+                with self.resolve(sp, follow=True) as loc:
+                    try:
+                        s = loc.lstat()
+                    except FileNotFoundError:
+                        s = None
+                    if s is not None:
+                        if not st.S_ISDIR(s.st_mode):
+                            raise fserr(errno.ENOTDIR, sp)
+                        continue
+                    try:
+                        self.mkdir(loc, mode)
+                        created.append(sp)
+                    except FileExistsError:
+                        pass
+            except OSError as e:
+                if getattr(e, "spath", None) is None:
+                    e.spath = sp
+                raise
         return created
 
 
@@ -432,26 +441,25 @@ _user_cache = {}
 _group_cache = {}
 
 
-def user_name(uid):
-    n = _user_cache.get(uid)
+def _cached_name(cache, lookup, num):
+    """The name for a uid/gid, or the number as text when it has none
+    (as execd reports it)."""
+    n = cache.get(num)
     if n is None:
         try:
-            n = pwd.getpwuid(uid).pw_name
+            n = lookup(num)
         except KeyError:
-            n = str(uid)
-        _user_cache[uid] = n
+            n = str(num)
+        cache[num] = n
     return n
+
+
+def user_name(uid):
+    return _cached_name(_user_cache, lambda u: pwd.getpwuid(u).pw_name, uid)
 
 
 def group_name(gid):
-    n = _group_cache.get(gid)
-    if n is None:
-        try:
-            n = grp.getgrgid(gid).gr_name
-        except KeyError:
-            n = str(gid)
-        _group_cache[gid] = n
-    return n
+    return _cached_name(_group_cache, lambda g: grp.getgrgid(g).gr_name, gid)
 
 
 def lookup_user(name):
