@@ -401,6 +401,14 @@ void cache_drop_content(struct cache *c, struct cfile *cf)
 	}
 }
 
+bool fmeta_base_is(const struct fmeta *m, int64_t size,
+		   const struct timespec *mtime)
+{
+	return m->base == BASE_KNOWN && m->base_size == size &&
+	       m->base_mtime.tv_sec == mtime->tv_sec &&
+	       m->base_mtime.tv_nsec == mtime->tv_nsec;
+}
+
 void cache_set_base(struct cfile *cf, int64_t size,
 		    const struct timespec *mtime)
 {

@@ -55,6 +55,11 @@ struct fmeta {
 	struct timespec base_mtime;
 };
 
+/* Whether the sandbox version @m derives from is the one of @size and
+ * @mtime (a known base, same size, same mtime to the nanosecond). */
+bool fmeta_base_is(const struct fmeta *m, int64_t size,
+		   const struct timespec *mtime);
+
 struct cfile {
 	uint64_t id;
 	struct node *node;      /* back pointer; guarded by the node lock */

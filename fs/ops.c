@@ -208,10 +208,7 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 		pthread_mutex_lock(&fs->cache.lock);
 		struct cfile *cf = h->n->cf;
 		if (cf->m.base == BASE_KNOWN &&
-		    (cf->m.base_size != a.size ||
-		     cf->m.base_mtime.tv_sec != a.mtime.tv_sec ||
-		     cf->m.base_mtime.tv_nsec != a.mtime.tv_nsec) &&
-		    !cf->opens)
+		    !fmeta_base_is(&cf->m, a.size, &a.mtime) && !cf->opens)
 			cache_drop_content(&fs->cache, cf);
 		pthread_mutex_unlock(&fs->cache.lock);
 	}

@@ -145,10 +145,7 @@ struct cfile *file_prepare(struct osbfs *fs, struct held *h,
 	if (cf) {
 		pthread_mutex_lock(&c->lock);
 		if (!cf->dirty) {
-			bool same = cf->m.base == BASE_KNOWN &&
-				    cf->m.base_size == a->size &&
-				    cf->m.base_mtime.tv_sec == a->mtime.tv_sec &&
-				    cf->m.base_mtime.tv_nsec == a->mtime.tv_nsec;
+			bool same = fmeta_base_is(&cf->m, a->size, &a->mtime);
 			if (!same && (cf->cached_bytes || cf->complete))
 				cache_drop_content(c, cf);
 			*ret_keep = same && (cf->cached_bytes || cf->complete);

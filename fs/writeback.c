@@ -181,8 +181,7 @@ static int check_one(struct osbfs *fs, struct writeback *wb, struct item *it,
 		return 0;
 	if (remote->type == OSB_DIR)
 		return -EISDIR;
-	if (it->m.base == BASE_KNOWN && remote->size == it->m.base_size &&
-	    same_time(&remote->mtime, &it->m.base_mtime))
+	if (fmeta_base_is(&it->m, remote->size, &remote->mtime))
 		return 0;
 	return resolve_conflict(fs, wb, it);
 }
