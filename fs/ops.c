@@ -122,11 +122,6 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 	st->st_blocks = (st->st_size + 511) / 512;
 }
 
-static bool has_local(const struct node *n)
-{
-	return n->cf && n->cf->dirty;
-}
-
 static void fill_entry(struct osbfs *fs, struct node *n,
 		       struct fuse_entry_param *e)
 {
@@ -171,7 +166,7 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return -ENOENT;
 	}
-	if (has_local(h->n) || node_attr_fresh(h->n, now)) {
+	if (node_has_local(h->n) || node_attr_fresh(h->n, now)) {
 		if (ret)
 			*ret = h->n->attr;
 		pthread_mutex_unlock(&fs->nodes.lock);
@@ -192,19 +187,19 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 	pthread_mutex_lock(&fs->nodes.lock);
 	/* a change we made meanwhile wins over what was fetched */
 	bool raced = h->n->parent && h->n->parent->change_gen != gen;
-	if (rc == -ENOENT && !raced && !has_local(h->n)) {
+	if (rc == -ENOENT && !raced && !node_has_local(h->n)) {
 		node_set_negative(h->n, now + fs->opt->negative_timeout_ms);
-	} else if (!rc && !raced && !has_local(h->n)) {
+	} else if (!rc && !raced && !node_has_local(h->n)) {
 		node_set_attr(h->n, &a, mono_ms() + fs->opt->attr_timeout_ms);
 	}
 	if (!rc && ret)
-		*ret = has_local(h->n) || raced ? h->n->attr : a;
-	if (rc && (raced || has_local(h->n)) && h->n->attr_valid) {
+		*ret = node_has_local(h->n) || raced ? h->n->attr : a;
+	if (rc && (raced || node_has_local(h->n)) && h->n->attr_valid) {
 		rc = 0;
 		if (ret)
 			*ret = h->n->attr;
 	}
-	if (h->n->cf && !rc && !has_local(h->n)) {
+	if (h->n->cf && !rc && !node_has_local(h->n)) {
 		pthread_mutex_lock(&fs->cache.lock);
 		struct cfile *cf = h->n->cf;
 		if (cf->m.base == BASE_KNOWN &&
@@ -274,7 +269,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	struct node *c = node_child(&fs->nodes, p, name);
 	bool listed = p->list_valid && now < p->list_expiry;
-	if (c && (has_local(c) || node_attr_fresh(c, now))) {
+	if (c && (node_has_local(c) || node_attr_fresh(c, now))) {
 		pthread_mutex_unlock(&fs->nodes.lock);
 		reply_node_entry(req, fs, c);
 		return;
@@ -582,7 +577,7 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 		rc = node_attr(fs, &h, &a);
 	if (!rc && (mask & X_OK) && a.type == OSB_FILE) {
 		pthread_mutex_lock(&fs->nodes.lock);
-		mode_t m = h.n->cf && h.n->cf->dirty ? h.n->cf->m.mode : a.mode;
+		mode_t m = node_has_local(h.n) ? h.n->cf->m.mode : a.mode;
 		pthread_mutex_unlock(&fs->nodes.lock);
 		if (!(m & 0111))
 			rc = -EACCES;

@@ -25,6 +25,13 @@ static inline struct osbfs *req_fs(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+/* Whether @n has local changes the sandbox does not have yet: its
+ * attributes are then the local ones (nodes lock held). */
+static inline bool node_has_local(const struct node *n)
+{
+	return n->cf && n->cf->dirty;
+}
+
 /* A held node: the node (with a ref) and its sandbox path. */
 struct held {
 	struct node *n;

@@ -14,11 +14,6 @@
 #include "ops.h"
 #include "writeback.h"
 
-static bool has_local(const struct node *n)
-{
-	return n->cf && n->cf->dirty;
-}
-
 int dir_load(struct osbfs *fs, struct held *h)
 {
 	struct rdent *ents = NULL;
@@ -57,14 +52,14 @@ int dir_load(struct osbfs *fs, struct held *h)
 		if (!c)
 			continue;
 		c->listed_gen = d->list_gen;
-		if (!has_local(c) && d->change_gen == gen)
+		if (!node_has_local(c) && d->change_gen == gen)
 			node_set_attr(c, &ents[i].attr,
 				      now + fs->opt->attr_timeout_ms);
 	}
 	for (struct node *c = d->child_first; c; c = c->sib_next) {
 		if (c->listed_gen == d->list_gen)
 			continue;
-		if (has_local(c)) {
+		if (node_has_local(c)) {
 			c->listed_gen = d->list_gen; /* not uploaded yet */
 		} else if (d->change_gen == gen) {
 			c->attr_valid = false;
@@ -373,7 +368,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 static bool has_local_children(const struct node *d)
 {
 	for (const struct node *c = d->child_first; c; c = c->sib_next)
-		if (has_local(c))
+		if (node_has_local(c))
 			return true;
 	return false;
 }
@@ -446,7 +441,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	rc = node_attr(fs, &h, &a);
-	if (!rc && a.type == OSB_DIR && !has_local(h.n))
+	if (!rc && a.type == OSB_DIR && !node_has_local(h.n))
 		rc = -EISDIR;
 	if (!rc) {
 		pthread_rwlock_wrlock(&fs->path_lock);
@@ -462,7 +457,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		/* made here and never uploaded: nothing to delete there */
 		if (!only_local)
 			rc = remote_unlink(fs, h.path, a.type == OSB_SYMLINK);
-		if (rc == -ENOENT && has_local(h.n))
+		if (rc == -ENOENT && node_has_local(h.n))
 			rc = 0;
 		if (!rc) {
 			pthread_mutex_lock(&fs->nodes.lock);
