@@ -194,6 +194,15 @@ static char *parent_of(const char *path)
 	return strndup(path, (size_t)(slash - path));
 }
 
+/* Whether two paths are in the same directory (no allocation: this
+ * runs for every pair of a batch of up to BATCH_FILES). */
+static bool same_dir(const char *a, const char *b)
+{
+	size_t na = (size_t)(strrchr(a, '/') - a);
+	size_t nb = (size_t)(strrchr(b, '/') - b);
+	return na == nb && strncmp(a, b, na) == 0;
+}
+
 /* Step 1 for a batch: one listing per directory holding several files,
  * one stat for a lone file. */
 static int check_batch(struct osbfs *fs, struct writeback *wb,
@@ -203,28 +212,23 @@ static int check_batch(struct osbfs *fs, struct writeback *wb,
 		struct item *it = &items[i];
 		if (it->skip || it->m.base == BASE_UNKNOWN)
 			continue;
-		char *dir = parent_of(it->path);
 		size_t same = 0;
-		for (size_t k = i; k < n; k++) {
-			char *d2 = items[k].skip ? NULL : parent_of(items[k].path);
-			if (d2 && strcmp(d2, dir) == 0)
+		for (size_t k = i; k < n; k++)
+			if (!items[k].skip && same_dir(items[k].path, it->path))
 				same++;
-			free(d2);
-		}
 		int rc;
 		if (same >= 2 && it->m.base == BASE_ABSENT) {
 			struct rdent *ents = NULL;
 			size_t ne = 0;
-			rc = remote_list(fs, dir, &ents, &ne);
-			if (rc == -ENOENT) {
+			char *dir = parent_of(it->path);
+			rc = dir ? remote_list(fs, dir, &ents, &ne) : -ENOMEM;
+			free(dir);
+			if (rc == -ENOENT)
 				rc = 0; /* no directory: nothing to clobber */
-			}
 			for (size_t k = i; !rc && k < n; k++) {
 				struct item *o = &items[k];
-				char *d2 = o->skip ? NULL : parent_of(o->path);
-				bool here = d2 && strcmp(d2, dir) == 0;
-				free(d2);
-				if (!here || o->m.base == BASE_UNKNOWN)
+				if (o->skip || !same_dir(o->path, it->path) ||
+				    o->m.base == BASE_UNKNOWN)
 					continue;
 				const char *base = strrchr(o->path, '/') + 1;
 				const struct fattr *ra = NULL;
@@ -243,7 +247,6 @@ static int check_batch(struct osbfs *fs, struct writeback *wb,
 			else if (!rc)
 				rc = check_one(fs, wb, it, &ra, true);
 		}
-		free(dir);
 		if (rc)
 			return rc;
 	}
