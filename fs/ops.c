@@ -17,6 +17,8 @@
 
 int held_get(struct osbfs *fs, fuse_ino_t ino, struct held *ret)
 {
+	ret->n = NULL;
+	ret->path = NULL;
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct node *n = node_by_ino(&fs->nodes, ino);
 	char *path = n ? node_path(&fs->nodes, n) : NULL;
@@ -34,6 +36,8 @@ int held_child(struct osbfs *fs, fuse_ino_t parent, const char *name,
 	       struct held *ret)
 {
 	int rc = 0;
+	ret->n = NULL;
+	ret->path = NULL;
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct node *p = node_by_ino(&fs->nodes, parent);
 	struct node *n = p && !p->unlinked ?
@@ -50,6 +54,23 @@ int held_child(struct osbfs *fs, fuse_ino_t parent, const char *name,
 	ret->n = n;
 	ret->path = path;
 	return 0;
+}
+
+int held_inode(struct osbfs *fs, fuse_ino_t ino, struct held *ret)
+{
+	ret->n = NULL;
+	ret->path = NULL;
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *n = node_by_ino(&fs->nodes, ino);
+	char *path = n && !n->unlinked ? node_path(&fs->nodes, n) : NULL;
+	int rc = !n ? -ESTALE : !path && !n->unlinked ? -ENOENT : 0;
+	if (!rc) {
+		node_ref(n);
+		ret->n = n;
+		ret->path = path;
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return rc;
 }
 
 void held_put(struct osbfs *fs, struct held *h)
@@ -98,15 +119,18 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 	memset(st, 0, sizeof(*st));
 	st->st_ino = n->ino;
 	st->st_mode = type_bits(a->type) | (a->mode & 07777);
-	st->st_nlink = a->type == OSB_DIR ? 2 : 1;
+	/* a directory's count of subdirectories is not known: 1 means
+	 * "unknown" to find and fts, as on sshfs and btrfs; an orphan has
+	 * no name left */
+	st->st_nlink = n->unlinked ? 0 : 1;
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_size = a->size;
 	st->st_mtim = a->mtime;
 	st->st_atim = a->mtime;
 	st->st_ctim = a->ctime.tv_sec ? a->ctime : a->mtime;
-	if (cf && cf->dirty) {
-		/* local changes the sandbox has not seen yet */
+	if (node_has_local(n)) {
+		/* local changes the sandbox has not seen yet, or an orphan */
 		st->st_size = cf->size;
 		st->st_mtim = cf->m.mtime;
 		st->st_atim = cf->m.times_set ? cf->m.atime : cf->m.mtime;
@@ -162,6 +186,13 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 	struct fattr a;
 
 	pthread_mutex_lock(&fs->nodes.lock);
+	if (!h->path) {
+		/* an orphan: what we last knew is all there is */
+		if (ret)
+			*ret = h->n->attr;
+		pthread_mutex_unlock(&fs->nodes.lock);
+		return 0;
+	}
 	if (node_negative(h->n, now)) {
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return -ENOENT;
@@ -352,7 +383,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		ctl_getattr(req, ino);
 		return;
 	}
-	int rc = held_get(fs, ino, &h);
+	int rc = held_inode(fs, ino, &h);
 	if (!rc)
 		rc = node_attr(fs, &h, NULL);
 	if (rc)
@@ -360,6 +391,15 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	else
 		reply_attr_of(req, fs, h.n);
 	held_put(fs, &h);
+}
+
+int file_changed(struct osbfs *fs, struct held *h, struct cfile *cf,
+		 bool meta)
+{
+	if (!h->path)
+		return 0;
+	return meta ? cache_dirty_meta(&fs->cache, cf, h->path) :
+		      cache_dirty(&fs->cache, cf, h->path);
 }
 
 /* truncate(2)/ftruncate(2): the file is made whole locally, cut, and
@@ -398,7 +438,7 @@ static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
 		clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
 		pthread_mutex_unlock(&fs->cache.lock);
 		pthread_mutex_unlock(&fs->nodes.lock);
-		rc = cache_dirty(&fs->cache, cf, h->path);
+		rc = file_changed(fs, h, cf, false);
 		pthread_mutex_lock(&fs->cache.lock);
 		bool open_writers = cf->writers > 0;
 		pthread_mutex_unlock(&fs->cache.lock);
@@ -418,7 +458,13 @@ static int do_chmod(struct osbfs *fs, struct held *h, mode_t mode)
 	mode &= 07777;
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct cfile *cf = h->n->cf;
-	bool local = cf && cf->dirty;
+	bool local = node_has_local(h->n);
+	if (!h->path && !local) {
+		/* an orphan without content: only what is shown changes */
+		h->n->attr.mode = mode;
+		pthread_mutex_unlock(&fs->nodes.lock);
+		return 0;
+	}
 	if (!local && a.mode == mode && a.type != OSB_SYMLINK) {
 		/* already so (tar and cp -p chmod what they just made) */
 		pthread_mutex_unlock(&fs->nodes.lock);
@@ -433,7 +479,7 @@ static int do_chmod(struct osbfs *fs, struct held *h, mode_t mode)
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (local)
-		return cache_dirty_meta(&fs->cache, cf, h->path);
+		return file_changed(fs, h, cf, true);
 	if (a.type == OSB_SYMLINK)
 		return 0; /* Linux has no mode on symlinks */
 	rc = remote_chmod(fs, h->path, mode, a.owner, a.group);
@@ -454,8 +500,7 @@ static void now_or(const struct timespec *t, bool now, struct timespec *out)
 		*out = *t;
 }
 
-/* Whether a file below directory @d still waits for its upload. */
-static bool dirty_below(struct osbfs *fs, struct node *d)
+bool dirty_below(struct osbfs *fs, struct node *d)
 {
 	bool found = false;
 	pthread_mutex_lock(&fs->nodes.lock);
@@ -483,7 +528,12 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct cfile *cf = h->n->cf;
-	bool local = cf && cf->dirty;
+	bool local = node_has_local(h->n);
+	if (!h->path && !local) {
+		h->n->attr.mtime = mt;
+		pthread_mutex_unlock(&fs->nodes.lock);
+		return 0;
+	}
 	if (local) {
 		pthread_mutex_lock(&fs->cache.lock);
 		cf->m.mtime = mt;
@@ -493,7 +543,7 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (local)
-		return cache_dirty_meta(&fs->cache, cf, h->path);
+		return file_changed(fs, h, cf, true);
 	if (a.type == OSB_DIR && dirty_below(fs, h->n)) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		if (!h->n->times_pending)
@@ -533,7 +583,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		ctl_setattr(req, ino, attr, to_set);
 		return;
 	}
-	rc = held_get(fs, ino, &h);
+	rc = held_inode(fs, ino, &h);
 	if (rc) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -572,7 +622,7 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 		ctl_access(req, ino, mask);
 		return;
 	}
-	int rc = held_get(fs, ino, &h);
+	int rc = held_inode(fs, ino, &h);
 	if (!rc)
 		rc = node_attr(fs, &h, &a);
 	if (!rc && (mask & X_OK) && a.type == OSB_FILE) {

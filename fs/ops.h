@@ -25,20 +25,31 @@ static inline struct osbfs *req_fs(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-/* Whether @n has local changes the sandbox does not have yet: its
- * attributes are then the local ones (nodes lock held). */
+/*
+ * Whether @n's attributes are the local ones (nodes lock held): it has
+ * changes the sandbox does not have yet, or it is an orphan, a file
+ * unlinked while open, which lives on in the cache only (as on any local
+ * filesystem, an open file outlives its name until the last close; its
+ * data never goes to the sandbox again).
+ */
 static inline bool node_has_local(const struct node *n)
 {
-	return n->cf && n->cf->dirty;
+	return n->cf && (n->cf->dirty || n->unlinked);
 }
 
-/* A held node: the node (with a ref) and its sandbox path. */
+/* A held node: the node (with a ref) and its sandbox path (NULL for an
+ * orphan, from held_inode only). held_put() is safe on a held that a
+ * failed held_*() call left empty. */
 struct held {
 	struct node *n;
 	char *path;
 };
 /* Takes a ref on node @ino and its path. -ENOENT if unknown/unlinked. */
 int held_get(struct osbfs *fs, fuse_ino_t ino, struct held *ret);
+/* The same, but an unlinked node still held by the kernel (an open file
+ * whose name is gone) is given too, with a NULL path: the ops that work on
+ * an open file (getattr, setattr, access, open) serve it locally. */
+int held_inode(struct osbfs *fs, fuse_ino_t ino, struct held *ret);
 /* The child @name of @parent (made if missing), with a ref and path. */
 int held_child(struct osbfs *fs, fuse_ino_t parent, const char *name,
 	       struct held *ret);
@@ -55,6 +66,10 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st);
 void reply_node_entry(fuse_req_t req, struct osbfs *fs, struct node *n);
 /* Replies a negative entry (the name does not exist). */
 void reply_negative(fuse_req_t req, struct osbfs *fs);
+
+/* Whether a file below directory @d still waits for its upload: the
+ * sandbox does not know it, so @d is not empty (takes the locks). */
+bool dirty_below(struct osbfs *fs, struct node *d);
 
 /* The directory @h's listing, fetched if stale; children updated. */
 int dir_load(struct osbfs *fs, struct held *h);
@@ -75,6 +90,16 @@ struct cfile *file_prepare(struct osbfs *fs, struct held *h,
 			   const struct fattr *a, bool *ret_keep);
 /* Makes the whole file local (before a write or a truncate). */
 int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf);
+/* Records a change of @h's content (@meta: of its mode or times) for
+ * upload, in its journal record; nothing for an orphan, whose data never
+ * goes to the sandbox. */
+int file_changed(struct osbfs *fs, struct held *h, struct cfile *cf,
+		 bool meta);
+/* Before @h's name goes away (unlink, rename over it): if the file is
+ * open, its content is made whole locally, so its readers can go on
+ * reading it as an orphan. Best effort: what cannot be fetched reads as
+ * EIO later. */
+void file_keep_for_readers(struct osbfs *fs, struct held *h);
 
 /* Drops every cache, also the kernel's (from a thread that is not
  * serving a request). */

@@ -364,15 +364,6 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	held_put(fs, &h);
 }
 
-/* Pending creations below @d that the sandbox has not seen yet. */
-static bool has_local_children(const struct node *d)
-{
-	for (const struct node *c = d->child_first; c; c = c->sib_next)
-		if (node_has_local(c))
-			return true;
-	return false;
-}
-
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct osbfs *fs = req_fs(req);
@@ -401,14 +392,8 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	/* the API deletes recursively: look first (a fresh listing) */
 	if (!rc)
 		rc = remote_list(fs, h.path, &ents, &n);
-	if (!rc && n)
+	if (!rc && (n || dirty_below(fs, h.n)))
 		rc = -ENOTEMPTY;
-	if (!rc) {
-		pthread_mutex_lock(&fs->nodes.lock);
-		if (has_local_children(h.n))
-			rc = -ENOTEMPTY;
-		pthread_mutex_unlock(&fs->nodes.lock);
-	}
 	if (!rc)
 		rc = remote_rmdir(fs, h.path);
 	if (!rc) {
@@ -443,6 +428,8 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	rc = node_attr(fs, &h, &a);
 	if (!rc && a.type == OSB_DIR && !node_has_local(h.n))
 		rc = -EISDIR;
+	if (!rc && a.type == OSB_FILE)
+		file_keep_for_readers(fs, &h);
 	if (!rc) {
 		pthread_rwlock_wrlock(&fs->path_lock);
 		pthread_mutex_lock(&fs->nodes.lock);
@@ -568,8 +555,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			rc = -EINVAL; /* into itself */
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}
+	/* a directory is replaced only when empty: files below it that the
+	 * sandbox has not seen yet count (the sandbox's mv would not know) */
+	if (!rc && dst_exists && da.type == OSB_DIR && dirty_below(fs, dst.n))
+		rc = -ENOTEMPTY;
 	if (rc)
 		goto out;
+	if (dst_exists && da.type == OSB_FILE)
+		file_keep_for_readers(fs, &dst);
 
 	pthread_rwlock_wrlock(&fs->path_lock);
 	pthread_mutex_lock(&fs->nodes.lock);

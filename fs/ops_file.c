@@ -128,6 +128,8 @@ int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf)
 	pthread_mutex_unlock(&c->lock);
 	if (done)
 		return 0;
+	if (!h->path)
+		return -EIO; /* an orphan whose content was never all here */
 	int rc = file_fetch(fs, h, cf, 0, size);
 	pthread_mutex_lock(&c->lock);
 	if (!rc && !cf->complete && !cf->dirty)
@@ -144,7 +146,7 @@ struct cfile *file_prepare(struct osbfs *fs, struct held *h,
 	struct cfile *cf = cache_attach(c, h->n);
 	if (cf) {
 		pthread_mutex_lock(&c->lock);
-		if (!cf->dirty) {
+		if (!node_has_local(h->n)) {
 			bool same = fmeta_base_is(&cf->m, a->size, &a->mtime);
 			if (!same && (cf->cached_bytes || cf->complete))
 				cache_drop_content(c, cf);
@@ -164,6 +166,26 @@ struct cfile *file_prepare(struct osbfs *fs, struct held *h,
 	return cf;
 }
 
+void file_keep_for_readers(struct osbfs *fs, struct held *h)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct cfile *cf = h->n->cf;
+	if (cf)
+		cache_ref(&fs->cache, cf);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!cf)
+		return;
+	pthread_mutex_lock(&fs->cache.lock);
+	bool open = cf->opens > 0;
+	pthread_mutex_unlock(&fs->cache.lock);
+	if (open && file_make_complete(fs, h, cf))
+		log_warn("%s is open but could not be read whole before its "
+			 "name went away: its readers get EIO for what is "
+			 "missing",
+			 h->path);
+	cache_unref(&fs->cache, cf);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct osbfs *fs = req_fs(req);
@@ -176,7 +198,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		ctl_open(req, ino, fi);
 		return;
 	}
-	int rc = held_get(fs, ino, &h);
+	int rc = held_inode(fs, ino, &h);
 	if (rc) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -191,6 +213,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = -EISDIR;
 	if (!rc && a.type == OSB_OTHER)
 		rc = -ENXIO; /* a fifo or socket in the sandbox */
+	if (!rc && !h.path && !h.n->cf)
+		rc = -ENOENT; /* gone, and nothing of it kept here */
 	if (!rc) {
 		cf = file_prepare(fs, &h, &a, &keep);
 		f = calloc(1, sizeof(*f));
@@ -209,7 +233,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
 		pthread_mutex_unlock(&fs->cache.lock);
 		if (!rc)
-			rc = cache_dirty(&fs->cache, cf, h.path);
+			rc = file_changed(fs, &h, cf, false);
 		keep = false;
 	} else if (!rc && writer) {
 		rc = file_make_complete(fs, &h, cf);

@@ -133,6 +133,16 @@ static void snapshot(struct osbfs *fs, struct item *it)
 	it->size = cf->size;
 	it->m = cf->m;
 	bool gone = !cf->dirty;
+	if (!gone && !it->path) {
+		/* its name went away without the change being dropped (every
+		 * unlink and replace drops it): nothing can take these bytes;
+		 * never retry them in a loop */
+		log_warn("changes to %s are dropped: the file no longer has "
+			 "a name in the mount",
+			 cf->record_path ? cf->record_path : "a file");
+		cache_discard(c, cf);
+		gone = true;
+	}
 	pthread_mutex_unlock(&c->lock);
 	it->fd = -1;
 	if (!it->path || gone) {
