@@ -82,6 +82,7 @@ static int run_stream(struct osb_sandbox *sb, const char *path,
 		bool done = !st.running;
 		if (done) {
 			s->terminal = true;
+			s->output_lost = true;
 			s->exit_code = st.exited ? st.exit_code : -1;
 			s->failed = s->exit_code != 0;
 		}
@@ -94,10 +95,11 @@ static int run_stream(struct osb_sandbox *sb, const char *path,
 	}
 }
 
-int osb_command_run(struct osb_sandbox *sb, const char *cmd,
-		    const struct osb_command_opts *o, osb_event_fn fn,
-		    void *arg, int *ret_exit_code, char *ret_id,
-		    struct osb_error *err)
+/* osb_command_run(), and whether output was lost to a broken stream. */
+static int command_run(struct osb_sandbox *sb, const char *cmd,
+		       const struct osb_command_opts *o, osb_event_fn fn,
+		       void *arg, int *ret_exit_code, char *ret_id,
+		       bool *ret_lost, struct osb_error *err)
 {
 	struct event_stream s;
 
@@ -115,10 +117,21 @@ int osb_command_run(struct osb_sandbox *sb, const char *cmd,
 			*ret_exit_code = s.exit_code;
 		if (ret_id)
 			snprintf(ret_id, OSB_ID_MAX, "%s", s.id);
+		if (ret_lost)
+			*ret_lost = s.output_lost;
 	}
 	event_stream_release(&s);
 	free(body);
 	return rc;
+}
+
+int osb_command_run(struct osb_sandbox *sb, const char *cmd,
+		    const struct osb_command_opts *o, osb_event_fn fn,
+		    void *arg, int *ret_exit_code, char *ret_id,
+		    struct osb_error *err)
+{
+	return command_run(sb, cmd, o, fn, arg, ret_exit_code, ret_id, NULL,
+			   err);
 }
 
 struct capture {
@@ -153,11 +166,24 @@ int osb_command_capture(struct osb_sandbox *sb, const char *cmd,
 			struct osb_error *err)
 {
 	struct capture c = { .out = { .max = max }, .errout = { .max = max } };
-	int rc = osb_command_run(sb, cmd, o, capture_event, &c, ret_exit_code,
-				 NULL, err);
+	bool lost = false;
+	int code = 0;
+	int rc = command_run(sb, cmd, o, capture_event, &c, &code, NULL, &lost,
+			     err);
 	if (rc == -EFBIG)
 		osb_error_set(err, 0, "", "command output exceeds %zu bytes",
 			      max);
+	if (!rc && lost) {
+		/* a capture that misses its end is no capture */
+		osb_error_set(err, 0, "",
+			      "POST /command: the connection broke while the "
+			      "output streamed; the command ended (exit %d) but "
+			      "its output is incomplete",
+			      code);
+		rc = -ECONNRESET;
+	}
+	if (!rc && ret_exit_code)
+		*ret_exit_code = code;
 	if (!rc) {
 		if (ret_out)
 			*ret_out = buf_steal(&c.out);

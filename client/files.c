@@ -527,7 +527,10 @@ int osb_file_move(struct osb_sandbox *sb, const struct osb_move *moves,
 			return -ENOMEM;
 		rc = simple_call(sb, "POST", "/files/mv", NULL, moves[done].src,
 				 body, HTTP_RETRY_UNSENT, &rs, err);
-		bool lost = rc && rs.retryable;
+		/* a lost answer, or a 500 that names no cause: the move may
+		 * or may not have happened */
+		bool lost = rc && (rs.retryable ||
+				   (rs.status == 500 && rc == -EIO));
 		free(body);
 		http_response_release(&rs);
 		if (!rc || !lost || attempt > sb->c->max_retries)

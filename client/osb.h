@@ -476,7 +476,9 @@ int osb_command_run(struct osb_sandbox *sb, const char *cmd,
 /*
  * osb_command_capture() - osb_command_run() collecting stdout and stderr
  * (lines joined with '\n', up to @max bytes each; more is an -EFBIG
- * error). *ret_out / *ret_errout (may be NULL) are malloc'd.
+ * error). *ret_out / *ret_errout (may be NULL) are malloc'd. When the
+ * connection broke after the command started, it is followed to its end
+ * but the output is incomplete: -ECONNRESET (the command did run).
  */
 int osb_command_capture(struct osb_sandbox *sb, const char *cmd,
 			const struct osb_command_opts *o, size_t max,

@@ -260,6 +260,9 @@ struct event_stream {
 	bool terminal;          /* the terminal event was seen */
 	bool code_mode;         /* code runs: error is terminal too */
 	int exit_code;          /* from the terminal event */
+	bool output_lost;       /* the stream broke after init: the end
+				   came from the command's status, the
+				   output after the break is lost */
 	bool failed;            /* error event seen */
 	char id[OSB_ID_MAX];    /* from init */
 	int rc;                 /* first error */

@@ -477,6 +477,13 @@ int cache_record_update(struct cache *c, struct cfile *cf, const char *path)
 	return rc;
 }
 
+int cache_record_refresh(struct cache *c, struct cfile *cf)
+{
+	if (!cf->dirty || !cf->record_path)
+		return 0;
+	return journal_put(c, cf, cf->record_path);
+}
+
 static void make_clean(struct cache *c, struct cfile *cf)
 {
 	if (!cf->dirty)
@@ -486,6 +493,7 @@ static void make_clean(struct cache *c, struct cfile *cf)
 	cf->m.chmod_needed = false;
 	cf->failures = 0;
 	cf->solo = false;
+	cf->data_gen = 0;
 	dirty_list_remove(c, cf);
 	record_remove(c, cf);
 	cf->refs--; /* the dirty list's; the caller still holds one */

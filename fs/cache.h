@@ -83,6 +83,9 @@ struct cfile {
 	uint64_t wgen;          /* bumped by every change */
 	uint64_t uploaded_gen;  /* the last generation the sandbox has */
 	uint64_t flush_gen;     /* upload up to here now (fsync, sync) */
+	uint64_t data_gen;      /* the sandbox has this generation's bytes,
+				   but its times or mode could not be set:
+				   only those are retried */
 	long long due_ms;       /* when the upload may start */
 	bool inflight;
 	bool solo;              /* upload alone (a batch with it failed) */
@@ -157,6 +160,8 @@ int cache_dirty(struct cache *c, struct cfile *cf, const char *path);
 int cache_dirty_meta(struct cache *c, struct cfile *cf, const char *path);
 /* Rewrites the record of a dirty cfile under its new path (a rename). */
 int cache_record_update(struct cache *c, struct cfile *cf, const char *path);
+/* Rewrites the record of a dirty cfile as it is now (c->lock held). */
+int cache_record_refresh(struct cache *c, struct cfile *cf);
 /* The upload of generation @gen is in the sandbox: clean if nothing
  * changed since. c->lock held. */
 void cache_uploaded(struct cache *c, struct cfile *cf, uint64_t gen);

@@ -116,14 +116,17 @@ static int verb_renew(struct osbfs *fs, const char *arg, char *msg,
 static int verb_sync(struct osbfs *fs, char *msg, size_t msg_size)
 {
 	struct wb_stats st;
+	char which[600];
 	int rc = wb_flush_all(fs, SYNC_MS);
 	if (!rc)
 		return 0;
 	wb_get_stats(fs, &st);
+	size_t failing = wb_describe_failures(fs, which, sizeof(which));
 	snprintf(msg, msg_size,
-		 "sync: %zu file(s) could not be uploaded to the sandbox (%s); "
-		 "they stay dirty and are retried",
-		 st.dirty_files, strerror(-rc));
+		 "sync: %zu file(s) not in the sandbox yet (%s)%s%s; they "
+		 "stay local and are retried",
+		 st.dirty_files, strerror(-rc), failing ? ": " : "",
+		 failing ? which : "");
 	return -EIO;
 }
 

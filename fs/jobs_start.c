@@ -205,7 +205,8 @@ int job_signal(struct jobs *js, struct job *j, const char *name,
 	char *script = job_signal_script(j->id, sig);
 	if (!script)
 		return -ENOMEM;
-	int rc = remote_shell(js->fs, script, &out, &errout, &code);
+	int rc = remote_shell(js->fs, script, SHELL_ONCE, &out, &errout,
+			      &code);
 	free(script);
 	free(out);
 	free(errout);

@@ -607,7 +607,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		pthread_mutex_unlock(&fs->cache.lock);
 		pthread_mutex_unlock(&fs->nodes.lock);
 	} else {
-		rc = remote_rename(fs, src.path, dst.path, dst_exists);
+		rc = remote_rename(fs, src.path, dst.path, dst_exists,
+				   sa.type == OSB_SYMLINK);
 	}
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "hex.h"
 #include "life.h"
@@ -13,6 +15,8 @@
 #include "remote.h"
 
 #define SHELL_OUT_MAX (64u << 20)
+#define STR_(x) #x
+#define STR(x) STR_(x)
 #define ALIAS_DIR "/tmp/.osbfs"
 
 int fs_errno(int rc)
@@ -115,22 +119,120 @@ void fattr_from_stat(struct fattr *a, const struct osb_stat *st)
 
 /* ---- the shell route ---- */
 
-int remote_shell(struct osbfs *fs, const char *script, char **ret_out,
-		 char **ret_err, int *ret_exit)
+/*
+ * A command whose answer was lost may have run. One that may not run
+ * twice (a rename, a symlink, a signal) is sent wrapped: it first claims
+ * its operation id with an exclusive create in OPS_DIR, and records its
+ * exit code and error text there; a repeat of the same wrapped command
+ * finds the claim taken and reports what the first run recorded (waiting
+ * for it if it still runs). So a lost answer is settled by sending the
+ * command again, and the command takes effect at most once. Records are
+ * swept once they are old enough that no repeat can come.
+ */
+#define OPS_DIR ALIAS_DIR "/ops"
+#define OPS_SWEEP_EVERY 64
+#define OPS_KEEP_MIN 30
+#define SHELL_TRIES 8
+#define SHELL_BACKOFF_MS 100
+#define SHELL_BACKOFF_MAX_MS 2000
+
+static atomic_uint ops_sent;
+
+static const char once_fmt[] =
+	"d=" OPS_DIR " f=" OPS_DIR "/%1$s\n"
+	"%2$s"
+	"set -C\n"
+	": >\"$f.c\" 2>/dev/null || { mkdir -p \"$d\" && : >\"$f.c\"; } "
+	"2>/dev/null\n"
+	"c=$?\n"
+	"set +C\n"
+	"if [ $c = 0 ]; then\n"
+	"(\n%3$s\n) 2>\"$f.e\"\n"
+	"r=$?\n"
+	"echo $r >\"$f.r\"\n"
+	"[ $r = 0 ] || cat \"$f.e\" >&2\n"
+	"exit $r\n"
+	"fi\n"
+	/* claimed before: the first run's outcome */
+	"i=0\n"
+	"while [ ! -s \"$f.r\" ] && [ $i -lt 300 ]; do sleep 0.1; "
+	"i=$((i+1)); done\n"
+	"[ -s \"$f.r\" ] || { echo 'osbfs: an earlier attempt of this "
+	"operation is still running' >&2; exit 75; }\n"
+	"read -r r <\"$f.r\"\n"
+	"[ \"$r\" = 0 ] || cat \"$f.e\" >&2\n"
+	"exit $r\n";
+
+/* @script wrapped to run at most once (malloc'd). */
+static char *once_wrap(const char *script)
+{
+	uint64_t id = 0;
+	char *out = NULL;
+	char sid[24];
+	if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+		id = (uint64_t)mono_ms() * 0x9e3779b97f4a7c15ULL;
+	snprintf(sid, sizeof(sid), "%016llx", (unsigned long long)id);
+	/* now and then, the records nobody can ask about any more */
+	bool sweep = atomic_fetch_add(&ops_sent, 1) % OPS_SWEEP_EVERY == 0;
+	const char *sweep_cmd =
+		sweep ? "find \"$d\" -type f -mmin +" STR(OPS_KEEP_MIN)
+			" -delete 2>/dev/null\n" :
+			"";
+	if (asprintf(&out, once_fmt, sid, sweep_cmd, script) < 0)
+		return NULL;
+	return out;
+}
+
+/* Failures after which the command may or may not have run, and a new
+ * attempt may work: a broken connection or stream, a 5xx. Refused
+ * connections and timeouts have had their retries in the client. */
+static bool shell_retryable(int rc)
+{
+	return rc == -ECONNRESET || rc == -EIO || rc == -EPROTO ||
+	       rc == -EAGAIN || rc == -EREMOTEIO;
+}
+
+int remote_shell(struct osbfs *fs, const char *script, enum shell_kind kind,
+		 char **ret_out, char **ret_err, int *ret_exit)
 {
 	struct osb_command_opts o;
 	struct osb_error err;
+	char *wrapped = NULL;
 	int rc;
 
 	osb_command_opts_init(&o);
 	o.cwd = "/";
+	if (kind == SHELL_ONCE) {
+		wrapped = once_wrap(script);
+		if (!wrapped)
+			return -ENOMEM;
+		script = wrapped;
+	}
+	osb_error_clear(&err);
 	rc = remote_enter(fs);
-	if (rc)
-		return rc;
-	do {
+	long backoff = SHELL_BACKOFF_MS;
+	for (int tries = 1; !rc && tries <= SHELL_TRIES; tries++) {
 		rc = osb_command_capture(fs->sb, script, &o, SHELL_OUT_MAX,
 					 ret_out, ret_err, ret_exit, &err);
-	} while (rc && again(fs, rc));
+		if (!rc)
+			break;
+		if (again(fs, rc)) {
+			rc = 0; /* it was paused, and runs again */
+			continue;
+		}
+		if (!shell_retryable(rc) || tries == SHELL_TRIES)
+			break;
+		log_debug("command in the sandbox: %s; trying again",
+			  err.message);
+		struct timespec ts = { backoff / 1000,
+				       (backoff % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+		backoff = backoff * 2 > SHELL_BACKOFF_MAX_MS ?
+				  SHELL_BACKOFF_MAX_MS :
+				  backoff * 2;
+		rc = remote_enter(fs);
+	}
+	free(wrapped);
 	if (rc) {
 		log_error("command in the sandbox failed: %s", err.message);
 		return fs_errno(rc);
@@ -146,12 +248,12 @@ static int shell_errno(const char *errout)
 }
 
 /* Runs @script; 0 if it exits 0, else the errno its stderr names. */
-static int shell_do(struct osbfs *fs, const char *script, const char *what,
-		    const char *path, char **ret_out)
+static int shell_do(struct osbfs *fs, const char *script, enum shell_kind kind,
+		    const char *what, const char *path, char **ret_out)
 {
 	char *out = NULL, *errout = NULL;
 	int code = 0;
-	int rc = remote_shell(fs, script, &out, &errout, &code);
+	int rc = remote_shell(fs, script, kind, &out, &errout, &code);
 	if (!rc && code != 0) {
 		rc = shell_errno(errout);
 		if (!quiet_errno(rc))
@@ -235,7 +337,7 @@ static int shell_stat(struct osbfs *fs, const char *path, struct fattr *ret)
 	char *cmd = shell_cmd("stat -c " STAT_FMT " -- %s%s", path, NULL);
 	if (!cmd)
 		return -ENOMEM;
-	int rc = shell_do(fs, cmd, "stat", path, &out);
+	int rc = shell_do(fs, cmd, SHELL_IDEMPOTENT, "stat", path, &out);
 	free(cmd);
 	if (!rc)
 		rc = parse_stat_line(out, ret);
@@ -259,7 +361,7 @@ static int shell_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 		dir, NULL);
 	if (!cmd)
 		return -ENOMEM;
-	int rc = shell_do(fs, cmd, "list", dir, &out);
+	int rc = shell_do(fs, cmd, SHELL_IDEMPOTENT, "list", dir, &out);
 	free(cmd);
 	if (rc)
 		return rc;
@@ -310,7 +412,7 @@ static int alias_make(struct osbfs *fs, const char *path, char **ret)
 			      path, alias);
 	if (!cmd)
 		return -ENOMEM;
-	int rc = shell_do(fs, cmd, "alias", path, NULL);
+	int rc = shell_do(fs, cmd, SHELL_IDEMPOTENT, "alias", path, NULL);
 	free(cmd);
 	if (rc)
 		return rc;
@@ -478,7 +580,7 @@ int remote_mkdir(struct osbfs *fs, const char *path, mode_t mode)
 			return -ENOMEM;
 		}
 		free(q);
-		rc = shell_do(fs, full, "mkdir", path, NULL);
+		rc = shell_do(fs, full, SHELL_ONCE, "mkdir", path, NULL);
 		free(full);
 		return rc;
 	}
@@ -501,7 +603,7 @@ int remote_rmdir(struct osbfs *fs, const char *path)
 		char *cmd = shell_cmd("rmdir -- %s%s", path, NULL);
 		if (!cmd)
 			return -ENOMEM;
-		rc = shell_do(fs, cmd, "rmdir", path, NULL);
+		rc = shell_do(fs, cmd, SHELL_ONCE, "rmdir", path, NULL);
 		free(cmd);
 		return rc;
 	}
@@ -525,7 +627,7 @@ int remote_unlink(struct osbfs *fs, const char *path, bool symlink)
 		char *cmd = shell_cmd("rm -f -- %s%s", path, NULL);
 		if (!cmd)
 			return -ENOMEM;
-		rc = shell_do(fs, cmd, "unlink", path, NULL);
+		rc = shell_do(fs, cmd, SHELL_IDEMPOTENT, "unlink", path, NULL);
 		free(cmd);
 		return rc;
 	}
@@ -546,7 +648,7 @@ int remote_unlink(struct osbfs *fs, const char *path, bool symlink)
 }
 
 int remote_rename(struct osbfs *fs, const char *src, const char *dst,
-		  bool replace)
+		  bool replace, bool symlink)
 {
 	struct osb_error err;
 	int rc = path_check(src);
@@ -554,7 +656,10 @@ int remote_rename(struct osbfs *fs, const char *src, const char *dst,
 		rc = path_check(dst);
 	if (rc)
 		return rc;
-	if (!replace && osb_path_is_safe(src) && osb_path_is_safe(dst)) {
+	/* /files/mv follows a symlink at the source (a dangling one is
+	 * "not found"): links move with mv -T */
+	if (!replace && !symlink && osb_path_is_safe(src) &&
+	    osb_path_is_safe(dst)) {
 		struct osb_move m = { src, dst };
 		rc = remote_enter(fs);
 		if (rc)
@@ -571,7 +676,7 @@ int remote_rename(struct osbfs *fs, const char *src, const char *dst,
 	char *cmd = shell_cmd("mv -fT -- %s %s", src, dst);
 	if (!cmd)
 		return -ENOMEM;
-	rc = shell_do(fs, cmd, "rename", src, NULL);
+	rc = shell_do(fs, cmd, SHELL_ONCE, "rename", src, NULL);
 	free(cmd);
 	return rc;
 }
@@ -593,7 +698,7 @@ int remote_chmod(struct osbfs *fs, const char *path, mode_t mode,
 			return -ENOMEM;
 		}
 		free(q);
-		rc = shell_do(fs, cmd, "chmod", path, NULL);
+		rc = shell_do(fs, cmd, SHELL_IDEMPOTENT, "chmod", path, NULL);
 		free(cmd);
 		return rc;
 	}
@@ -662,6 +767,8 @@ int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n)
 	      "        os.utime(p, ns=(a, m), follow_symlinks=not nf)\n"
 	      "        if c >= 0:\n"
 	      "            os.chmod(p, c)\n"
+	      "    except FileNotFoundError:\n"
+	      "        pass\n"
 	      "    except OSError as e:\n"
 	      "        f = 1\n"
 	      "        print(e, file=sys.stderr)\n"
@@ -682,7 +789,8 @@ int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n)
 	if (fclose(m) != 0)
 		rc = -ENOMEM;
 	if (!rc)
-		rc = shell_do(fs, script, "set times of", t[0].path, NULL);
+		rc = shell_do(fs, script, SHELL_IDEMPOTENT, "set times of", t[0].path,
+			      NULL);
 	free(script);
 	return rc;
 }
@@ -697,7 +805,7 @@ int remote_symlink(struct osbfs *fs, const char *target, const char *path)
 	char *cmd = shell_cmd("ln -s -- %s %s", target, path);
 	if (!cmd)
 		return -ENOMEM;
-	rc = shell_do(fs, cmd, "symlink", path, NULL);
+	rc = shell_do(fs, cmd, SHELL_ONCE, "symlink", path, NULL);
 	free(cmd);
 	return rc;
 }
@@ -715,7 +823,7 @@ int remote_readlink(struct osbfs *fs, const char *path, char **ret)
 			      path, NULL);
 	if (!cmd)
 		return -ENOMEM;
-	rc = shell_do(fs, cmd, "readlink", path, &out);
+	rc = shell_do(fs, cmd, SHELL_IDEMPOTENT, "readlink", path, &out);
 	free(cmd);
 	if (rc)
 		return rc;
@@ -733,7 +841,7 @@ int remote_statfs(struct osbfs *fs, const char *path, struct statvfs *ret)
 			      path, NULL);
 	if (!cmd)
 		return -ENOMEM;
-	int rc = shell_do(fs, cmd, "statfs", path, &out);
+	int rc = shell_do(fs, cmd, SHELL_IDEMPOTENT, "statfs", path, &out);
 	free(cmd);
 	if (rc)
 		return rc;

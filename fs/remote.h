@@ -48,9 +48,10 @@ int remote_mkdir(struct osbfs *fs, const char *path, mode_t mode);
 /* Removes an (empty, checked by the caller) directory. */
 int remote_rmdir(struct osbfs *fs, const char *path);
 int remote_unlink(struct osbfs *fs, const char *path, bool symlink);
-/* rename(2); @replace: the destination may exist and is replaced. */
+/* rename(2); @replace: the destination may exist and is replaced;
+ * @symlink: the source is a symlink (moved itself, even dangling). */
 int remote_rename(struct osbfs *fs, const char *src, const char *dst,
-		  bool replace);
+		  bool replace, bool symlink);
 int remote_chmod(struct osbfs *fs, const char *path, mode_t mode,
 		 const char *owner, const char *group);
 
@@ -69,11 +70,18 @@ int remote_symlink(struct osbfs *fs, const char *target, const char *path);
 int remote_readlink(struct osbfs *fs, const char *path, char **ret);
 int remote_statfs(struct osbfs *fs, const char *path, struct statvfs *ret);
 
+/* How a command may be sent again after a failure that may have come
+ * after it ran (a lost answer, a broken stream, a 5xx). */
+enum shell_kind {
+	SHELL_IDEMPOTENT, /* reads, or an effect that is the same twice */
+	SHELL_ONCE,       /* takes effect at most once, whatever happens:
+			     wrapped with an operation id (remote.c) */
+};
 /* Runs @script with bash in the sandbox; output captured (up to 64 MiB).
- * Returns 0 and the exit code, or a negative errno (EIO) if it could not
- * run. */
-int remote_shell(struct osbfs *fs, const char *script, char **ret_out,
-		 char **ret_err, int *ret_exit);
+ * Transient failures are retried (a few seconds at most). Returns 0 and
+ * the exit code, or a negative errno (EIO) if it could not run. */
+int remote_shell(struct osbfs *fs, const char *script, enum shell_kind kind,
+		 char **ret_out, char **ret_err, int *ret_exit);
 
 /* Called before every sandbox request: resumes a paused sandbox. */
 int remote_enter(struct osbfs *fs);

@@ -58,6 +58,7 @@ struct item {
 	int64_t size;
 	struct fmeta m;
 	bool skip;              /* deleted meanwhile */
+	bool times_only;        /* the bytes are there, its times are not */
 };
 
 static void abs_deadline(struct timespec *ts, long long ms)
@@ -132,6 +133,7 @@ static void snapshot(struct osbfs *fs, struct item *it)
 	it->gen = cf->wgen;
 	it->size = cf->size;
 	it->m = cf->m;
+	it->times_only = cf->data_gen == cf->wgen;
 	bool gone = !cf->dirty;
 	if (!gone && !it->path) {
 		/* its name went away without the change being dropped (every
@@ -171,7 +173,7 @@ static int resolve_conflict(struct osbfs *fs, struct writeback *wb,
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
 	if (asprintf(&aside, "%s.conflict-%s", it->path, stamp) < 0)
 		return -ENOMEM;
-	int rc = remote_rename(fs, it->path, aside, false);
+	int rc = remote_rename(fs, it->path, aside, false, false);
 	if (!rc) {
 		log_error("%s was changed in the sandbox while it had local "
 			  "changes: their version kept as %s",
@@ -263,6 +265,26 @@ static int check_batch(struct osbfs *fs, struct writeback *wb,
 	return 0;
 }
 
+/* A failed attempt (c->lock held): told to whoever waits for it, then
+ * retried after a backoff that grows with each failure in a row. */
+static void failed(struct writeback *wb, struct cfile *cf, int rc, size_t n,
+		   long long now)
+{
+	cf->failures++;
+	cf->fail_seq++;
+	cf->last_err = rc;
+	long backoff = 1000L << (cf->failures < 7 ? cf->failures - 1 : 6);
+	if (backoff > BACKOFF_MAX_MS)
+		backoff = BACKOFF_MAX_MS;
+	cf->due_ms = now + backoff;
+	/* whoever asked for it now (fsync, sync) has been told (fail_seq):
+	 * the retries wait out the backoff, never in a loop */
+	cf->flush_gen = cf->uploaded_gen;
+	if (n > 1 && rc != -EIO)
+		cf->solo = true;
+	wb->failed++;
+}
+
 static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		   size_t n, int rc, bool times_ok)
 {
@@ -283,32 +305,36 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			continue;
 		}
 		if (rc) {
-			cf->failures++;
-			cf->fail_seq++;
-			cf->last_err = rc;
-			long backoff = 1000L << (cf->failures < 7 ? cf->failures - 1 : 6);
-			if (backoff > BACKOFF_MAX_MS)
-				backoff = BACKOFF_MAX_MS;
-			cf->due_ms = now + backoff;
-			if (n > 1 && rc != -EIO)
-				cf->solo = true;
-			wb->failed++;
+			failed(wb, cf, rc, n, now);
 			continue;
 		}
-		if (times_ok) {
-			cf->m.base = BASE_KNOWN;
-			cf->m.base_size = it->size;
-			cf->m.base_mtime = it->m.mtime;
-		} else {
+		if (!times_ok) {
+			/* the bytes are in the sandbox, the times (or mode)
+			 * the user set are not: the file stays dirty and only
+			 * they are retried; the sandbox's mtime is no longer
+			 * the one the data derives from */
+			if (!it->times_only)
+				wb->uploaded_files++;
+			cf->data_gen = it->gen;
 			cf->m.base = BASE_UNKNOWN;
+			if (cache_record_refresh(c, cf))
+				log_error("cannot update the journal in %s",
+					  c->dir);
+			failed(wb, cf, -EIO, n, now);
+			continue;
 		}
+		cf->m.base = BASE_KNOWN;
+		cf->m.base_size = it->size;
+		cf->m.base_mtime = it->m.mtime;
 		if (cf->wgen == it->gen) {
 			cf->m.times_set = false;
 			cf->m.chmod_needed = false;
 		}
 		cache_uploaded(c, cf, it->gen);
-		wb->uploaded_files++;
-		wb->uploaded_bytes += (uint64_t)it->size;
+		if (!it->times_only) {
+			wb->uploaded_files++;
+			wb->uploaded_bytes += (uint64_t)it->size;
+		}
 		/* what the sandbox now has is what we show */
 		if (cf->node && !cf->dirty && cf->node->attr_valid) {
 			cf->node->attr.size = it->size;
@@ -337,9 +363,22 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 			rc = -EIO;
 	if (!rc)
 		rc = check_batch(fs, wb, items, n);
+	size_t nt = 0;
 	for (size_t i = 0; !rc && i < n; i++) {
 		struct item *it = &items[i];
 		if (it->skip)
+			continue;
+		times[nt] = (struct rtimes){
+			.path = it->path,
+			.mtime = it->m.mtime,
+			.atime = it->m.atime,
+			.chmod = it->m.mode,
+			.do_chmod = it->m.chmod_needed || (it->m.mode & 0777) == 0,
+		};
+		if (!it->m.times_set)
+			times[nt].atime.tv_nsec = UTIME_OMIT;
+		nt++;
+		if (it->times_only)
 			continue;
 		ups[nu] = (struct rupload){
 			.path = it->path,
@@ -349,24 +388,15 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 			.owner = it->m.owner,
 			.group = it->m.group,
 		};
-		times[nu] = (struct rtimes){
-			.path = it->path,
-			.mtime = it->m.mtime,
-			.atime = it->m.atime,
-			.chmod = it->m.mode,
-			.do_chmod = it->m.chmod_needed || (it->m.mode & 0777) == 0,
-		};
-		if (!it->m.times_set)
-			times[nu].atime.tv_nsec = UTIME_OMIT;
 		nu++;
 	}
 	if (!rc && nu)
 		rc = remote_upload(fs, ups, nu);
-	if (!rc && nu && remote_times(fs, times, nu) != 0) {
+	if (!rc && nt && remote_times(fs, times, nt) != 0) {
 		/* the data is there; only the times are off */
-		log_warn("could not set the times of %zu uploaded file(s), "
-			 "first %s",
-			 nu, times[0].path);
+		log_error("could not set the times of %zu uploaded file(s), "
+			  "first %s: retried",
+			  nt, times[0].path);
 		times_ok = false;
 	}
 	if (rc && rc != -EAGAIN)
@@ -429,7 +459,7 @@ static void scan_pending(struct node *n, void *arg)
 	ps->n++;
 }
 
-static void apply_dir_times(struct osbfs *fs)
+static int apply_dir_times(struct osbfs *fs)
 {
 	struct pending_scan ps = { .fs = fs };
 
@@ -441,7 +471,7 @@ static void apply_dir_times(struct osbfs *fs)
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (!ps.n)
-		return;
+		return 0;
 	struct rtimes *t = calloc(ps.n, sizeof(*t));
 	int rc = t ? 0 : -ENOMEM;
 	for (size_t i = 0; t && i < ps.n; i++)
@@ -461,14 +491,17 @@ static void apply_dir_times(struct osbfs *fs)
 			n->attr.mtime = ps.d[i].mtime;
 		}
 		node_unref(&fs->nodes, n);
-		free(ps.d[i].path);
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (rc)
-		log_error("could not set the times of %zu directories: %s",
-			  ps.n, strerror(-rc));
+		log_error("could not set the times of %zu directories, first "
+			  "%s: %s; retried",
+			  ps.n, ps.d[0].path, strerror(-rc));
+	for (size_t i = 0; i < ps.n; i++)
+		free(ps.d[i].path);
 	free(t);
 	free(ps.d);
+	return rc;
 }
 
 static void *worker(void *arg)
@@ -666,10 +699,33 @@ int wb_flush_all(struct osbfs *fs, long timeout_ms)
 	free(w);
 	if (!rc) {
 		pthread_rwlock_rdlock(&fs->path_lock);
-		apply_dir_times(fs);
+		if (apply_dir_times(fs))
+			rc = -EIO;
 		pthread_rwlock_unlock(&fs->path_lock);
 	}
 	return rc;
+}
+
+size_t wb_describe_failures(struct osbfs *fs, char *buf, size_t size)
+{
+	struct cache *c = &fs->cache;
+	size_t n = 0, len = 0;
+	buf[0] = '\0';
+	pthread_mutex_lock(&c->lock);
+	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext) {
+		if (!cf->failures)
+			continue;
+		if (n++ < 3 && len < size)
+			len += (size_t)snprintf(buf + len, size - len, "%s%s (%s)",
+						n > 1 ? ", " : "",
+						cf->record_path ? cf->record_path :
+								  "?",
+						strerror(-cf->last_err));
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (n > 3 && len < size)
+		snprintf(buf + len, size - len, " and %zu more", n - 3);
+	return n;
 }
 
 void wb_get_stats(struct osbfs *fs, struct wb_stats *ret)

@@ -21,9 +21,13 @@ void wb_schedule(struct osbfs *fs, struct cfile *cf, long delay_ms);
  * and is retried in the background).
  */
 int wb_flush(struct osbfs *fs, struct cfile *cf);
-/* The same for every dirty file; @timeout_ms < 0 waits as long as it
- * takes. -EIO if some file could not be stored, -ETIMEDOUT. */
+/* The same for every dirty file (and the times of directories that wait
+ * for them); @timeout_ms < 0 waits as long as it takes. -EIO if something
+ * could not be stored, -ETIMEDOUT. */
 int wb_flush_all(struct osbfs *fs, long timeout_ms);
+/* The files whose last upload failed, for a message: "PATH (reason), ..."
+ * (at most three named) into @buf. Returns their count. */
+size_t wb_describe_failures(struct osbfs *fs, char *buf, size_t size);
 
 struct wb_stats {
 	size_t dirty_files;

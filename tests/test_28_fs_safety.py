@@ -120,3 +120,109 @@ def test_rename_over_an_empty_directory_replaces_it(server, mount):
     ctl(mount, "sync")
     assert server.read_file(mount.sandbox_id, mount.spath("B", "f")) == b"moved"
     assert server.stat(mount.sandbox_id, mount.spath("A")) is None
+
+
+# ---- failing uploads ----
+
+def requests_of(server, sid):
+    return sum(server.stats()["sandboxes"].get(sid, {}).values())
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_an_upload_that_fails_at_once_is_retried_with_backoff(server, mount):
+    os.mkdir(mount.p("d"))
+    fd = os.open(mount.p("d", "f"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"kept")
+        # the parent turns into a file in the sandbox: every upload fails
+        server.run(mount.sandbox_id, "rm -rf /workspace/d && echo x > /workspace/d")
+        with pytest.raises(OSError) as e:
+            os.fsync(fd)
+        assert e.value.errno == errno.EIO
+        before, cpu0 = requests_of(server, mount.sandbox_id), cpu_seconds(mount.proc.pid)
+        time.sleep(3)
+        sent = requests_of(server, mount.sandbox_id) - before
+        assert sent <= 12, sent
+        assert cpu_seconds(mount.proc.pid) - cpu0 < 1.0
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError) as e:
+        ctl(mount, "sync")
+    assert e.value.errno == errno.EIO
+    info = open(mount.p(".osb", "info")).read()
+    assert "/workspace/d/f (Not a directory)" in info
+    # nothing was dropped: it stays in the cache for the next mount
+    assert mount.stop() != 0
+    assert "1 file(s) not yet in the sandbox" in mount.log()
+
+
+# ---- faults: every operation retries or settles what it can ----
+
+FAULTS = dict(rate=0.1, kinds=["reset", "reset_after", "500", "502", "503"], scope="execd")
+
+
+def test_renames_and_symlinks_settle_lost_answers(server, mount):
+    sid = mount.sandbox_id
+    for i in range(20):
+        with open(mount.p("f%d" % i), "w") as f:
+            f.write("v%d" % i)
+        with open(mount.p("over%d" % i), "w") as f:
+            f.write("old")
+    ctl(mount, "sync")
+    server.set_faults(**FAULTS)
+    try:
+        for i in range(20):
+            os.rename(mount.p("f%d" % i), mount.p("g%d" % i))             # /files/mv
+            os.rename(mount.p("g%d" % i), mount.p("over%d" % i))          # over a file: mv -T
+            os.symlink("over%d" % i, mount.p("l%d" % i))                   # ln -s
+            os.rename(mount.p("l%d" % i), mount.p("m%d" % i))             # a symlink moves itself
+    finally:
+        server.clear_faults()
+    for i in range(20):
+        assert server.read_file(sid, mount.spath("over%d" % i)) == b"v%d" % i
+        assert server.stat(sid, mount.spath("f%d" % i)) is None
+        assert server.stat(sid, mount.spath("g%d" % i)) is None
+        code, out, _ = server.run(sid, "readlink /workspace/m%d" % i)
+        assert out.strip() == "over%d" % i, out
+    assert alive(mount)
+
+
+def test_renaming_a_dangling_symlink_works(server, mount):
+    server.run(mount.sandbox_id, "ln -s /nowhere/at/all /workspace/dangling")
+    os.rename(mount.p("dangling"), mount.p("moved"))
+    _, out, _ = server.run(mount.sandbox_id, "readlink /workspace/moved; ls /workspace")
+    assert out.split() == ["/nowhere/at/all", "moved"], out
+
+
+def test_tar_x_under_faults_keeps_every_mtime(server, mount, tmp_path):
+    src = tmp_path / "src"
+    for d in range(5):
+        (src / ("d%d" % d)).mkdir(parents=True)
+        for i in range(20):
+            p = src / ("d%d" % d) / ("f%d.txt" % i)
+            p.write_text("file %d %d\n" % (d, i))
+            os.utime(p, (1_600_000_000 + i, 1_600_000_000 + 100 * d + i))
+        os.utime(src / ("d%d" % d), (1_500_000_000, 1_500_000_000 + d))
+    tarball = tmp_path / "t.tar"
+    subprocess.run(["tar", "cf", str(tarball), "-C", str(src), "."], check=True)
+    # times go through commands: the first ones fail
+    server.set_faults(next=3, kinds=["500"], scope="execd", path="/command$")
+    try:
+        r = subprocess.run(["tar", "xf", str(tarball), "-C", mount.path],
+                           stderr=subprocess.PIPE, text=True)
+        assert r.returncode == 0, r.stderr
+        ctl(mount, "sync")
+    finally:
+        server.clear_faults()
+    out = server.run(mount.sandbox_id,
+                     "cd /workspace && find d0 d1 d2 d3 d4 -printf '%p %T@\\n' | sort")[1]
+    got = dict(line.rsplit(" ", 1) for line in out.splitlines())
+    for d in range(5):
+        assert float(got["d%d" % d]) == 1_500_000_000 + d, (d, got["d%d" % d])
+        for i in range(20):
+            assert float(got["d%d/f%d.txt" % (d, i)]) == 1_600_000_000 + 100 * d + i
