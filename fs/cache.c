@@ -518,26 +518,49 @@ void cache_discard(struct cache *c, struct cfile *cf)
 
 /* ---- eviction ---- */
 
-void cache_evict(struct cache *c, struct node_table *nt)
+void cache_account(struct cache *c, struct cfile *cf)
 {
+	if (!cf->complete)
+		return; /* the ranges count themselves (cache_add_range) */
+	c->total_bytes += cf->size - cf->cached_bytes;
+	cf->cached_bytes = cf->size;
+}
+
+static int by_last_use(const void *a, const void *b)
+{
+	const struct cfile *x = *(struct cfile *const *)a;
+	const struct cfile *y = *(struct cfile *const *)b;
+	return x->last_used < y->last_used ? -1 : x->last_used > y->last_used;
+}
+
+int64_t cache_evict(struct cache *c, struct node_table *nt, int64_t need)
+{
+	int64_t freed = 0;
 	pthread_mutex_lock(&nt->lock);
 	pthread_mutex_lock(&c->lock);
-	while (c->total_bytes > c->max_size) {
-		struct cfile *victim = NULL;
-		for (size_t i = 0; i < c->nall; i++) {
-			struct cfile *cf = c->all[i];
-			if (cf->dirty || cf->opens || cf->inflight ||
-			    !cf->cached_bytes)
-				continue;
-			if (!victim || cf->last_used < victim->last_used)
-				victim = cf;
-		}
-		if (!victim)
-			break;
-		cache_drop_content(c, victim);
+	if (c->total_bytes <= c->max_size && need <= 0)
+		goto out;
+	/* clean content nobody has open, least recently used first */
+	struct cfile **v = malloc((c->nall ? c->nall : 1) * sizeof(*v));
+	size_t n = 0;
+	for (size_t i = 0; v && i < c->nall; i++) {
+		struct cfile *cf = c->all[i];
+		if (!cf->dirty && !cf->opens && !cf->inflight &&
+		    cf->cached_bytes)
+			v[n++] = cf;
 	}
+	if (v)
+		qsort(v, n, sizeof(*v), by_last_use);
+	for (size_t i = 0;
+	     i < n && (c->total_bytes > c->max_size || freed < need); i++) {
+		freed += v[i]->cached_bytes;
+		cache_drop_content(c, v[i]);
+	}
+	free(v);
+out:
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&nt->lock);
+	return freed;
 }
 
 /* ---- recovery ---- */

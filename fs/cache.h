@@ -74,7 +74,8 @@ struct cfile {
 	bool complete;          /* every byte [0, size) is present */
 	struct extent *ext;     /* ranges present when not complete */
 	size_t next, ext_cap;
-	int64_t cached_bytes;   /* bytes present (for the size cap) */
+	int64_t cached_bytes;   /* bytes held locally: the ranges, or the
+				   size once complete (cache_account) */
 
 	struct fmeta m;         /* local attributes and validator */
 
@@ -104,6 +105,7 @@ struct cache {
 	int files_fd;           /* .../files */
 	int journal_fd;         /* .../journal, O_APPEND (journal.c) */
 	int64_t journal_bytes;
+	int64_t journal_reserved; /* allocated up to here (journal.c) */
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* uploads done, dirty state changed */
 	int64_t max_size;
@@ -168,10 +170,16 @@ void cache_uploaded(struct cache *c, struct cfile *cf, uint64_t gen);
 /* Forgets the changes (the file was deleted). c->lock held. */
 void cache_discard(struct cache *c, struct cfile *cf);
 
-/* Evicts clean, unused content until the total fits max_size. Takes the
- * node lock then c->lock. */
+/* After the size of a complete file changed: counts its bytes towards
+ * the cache's total (c->lock held). */
+void cache_account(struct cache *c, struct cfile *cf);
+
+/* Drops clean content nobody has open, least recently used first, until
+ * the total fits max_size and at least @need bytes were freed (a full
+ * disk asks for everything: INT64_MAX). Unsaved data is never dropped.
+ * Returns the bytes freed. Takes the node lock then c->lock. */
 struct node_table;
-void cache_evict(struct cache *c, struct node_table *nt);
+int64_t cache_evict(struct cache *c, struct node_table *nt, int64_t need);
 
 /* Dirty records left by an earlier run: @fn is called for each, with
  * its sandbox path and a new cfile holding the data (refs 1, dirty). */

@@ -123,8 +123,8 @@ static int verb_sync(struct osbfs *fs, char *msg, size_t msg_size)
 	wb_get_stats(fs, &st);
 	size_t failing = wb_describe_failures(fs, which, sizeof(which));
 	snprintf(msg, msg_size,
-		 "sync: %zu file(s) not in the sandbox yet (%s)%s%s; they "
-		 "stay local and are retried",
+		 "sync: %zu file(s) could not be uploaded to the sandbox "
+		 "(%s)%s%s; they stay local and are retried",
 		 st.dirty_files, strerror(-rc), failing ? ": " : "",
 		 failing ? which : "");
 	return -EIO;

@@ -30,6 +30,10 @@
 
 #define HEADER "osbfs-journal 1\n"
 #define COMPACT_BYTES (16ll << 20)
+/* space kept allocated past the journal's end, so that records (a rename
+ * of an unsaved file, above all) can still be written when the disk
+ * fills up with cached data */
+#define RESERVE_BYTES (1ll << 20)
 
 static void put_hex(FILE *m, const char *key, const char *s)
 {
@@ -56,6 +60,17 @@ static void record_line(FILE *m, const struct cfile *cf, const char *path)
 	put_hex(m, "owner", cf->m.owner);
 	put_hex(m, "group", cf->m.group);
 	fputc('\n', m);
+}
+
+/* Keeps RESERVE_BYTES allocated past the end (best effort: a
+ * filesystem without fallocate has no reserve). */
+static void reserve(struct cache *c)
+{
+	if (c->journal_reserved - c->journal_bytes >= RESERVE_BYTES / 2)
+		return;
+	if (fallocate(c->journal_fd, FALLOC_FL_KEEP_SIZE,
+		      (off_t)c->journal_bytes, (off_t)RESERVE_BYTES) == 0)
+		c->journal_reserved = c->journal_bytes + RESERVE_BYTES;
 }
 
 static int append(struct cache *c, const char *s, size_t n)
@@ -89,6 +104,7 @@ int journal_put(struct cache *c, const struct cfile *cf, const char *path)
 	if (!rc) {
 		c->journal_bytes += (int64_t)len;
 		c->unsynced++;
+		reserve(c);
 	}
 	free(line);
 	return rc;
@@ -103,6 +119,7 @@ int journal_del(struct cache *c, uint64_t id)
 	if (!rc) {
 		c->journal_bytes += n;
 		c->unsynced++;
+		reserve(c);
 	}
 	return rc;
 }
@@ -150,6 +167,8 @@ int journal_compact(struct cache *c)
 			close(c->journal_fd);
 			c->journal_fd = fd;
 			c->journal_bytes = (int64_t)len;
+			c->journal_reserved = 0;
+			reserve(c);
 		}
 	} else {
 		unlinkat(c->dir_fd, "journal.tmp", 0);
@@ -315,5 +334,6 @@ int journal_open(struct cache *c)
 	if (end == 0 && append(c, HEADER, strlen(HEADER)) < 0)
 		return -EIO;
 	c->journal_bytes = end > 0 ? end : (off_t)strlen(HEADER);
+	reserve(c);
 	return 0;
 }

@@ -435,6 +435,7 @@ static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
 		cf->size = size;
 		cf->complete = true;
 		cf->next = 0;
+		cache_account(&fs->cache, cf);
 		clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
 		pthread_mutex_unlock(&fs->cache.lock);
 		pthread_mutex_unlock(&fs->nodes.lock);

@@ -505,6 +505,25 @@ static void records_follow(struct osbfs *fs, struct node *moved)
 	free(fixes);
 }
 
+/*
+ * The journal record of @cf, if dirty, names @path: written before a file
+ * moves there, so a crash after the move uploads it under its new name.
+ * On a full disk, clean cached data makes room first.
+ */
+static int record_move(struct osbfs *fs, struct cfile *cf, const char *path)
+{
+	if (!cf)
+		return 0;
+	int rc = cache_record_update(&fs->cache, cf, path);
+	if ((rc == -ENOSPC || rc == -EDQUOT) &&
+	    cache_evict(&fs->cache, &fs->nodes, INT64_MAX) > 0)
+		rc = cache_record_update(&fs->cache, cf, path);
+	if (rc)
+		log_error("rename of %s: cannot journal its new name in %s: %s",
+			  path, fs->cache.dir, strerror(-rc));
+	return rc;
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
@@ -563,6 +582,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out;
 	if (dst_exists && da.type == OSB_FILE)
 		file_keep_for_readers(fs, &dst);
+	if (sa.type == OSB_FILE) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		struct cfile *cf = src.n->cf;
+		pthread_mutex_unlock(&fs->nodes.lock);
+		rc = record_move(fs, cf, dst.path);
+		if (rc)
+			goto out;
+	}
 
 	pthread_rwlock_wrlock(&fs->path_lock);
 	pthread_mutex_lock(&fs->nodes.lock);
@@ -628,7 +655,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			clock_gettime(CLOCK_REALTIME, &src.n->attr.ctime);
 		}
 		pthread_mutex_unlock(&fs->nodes.lock);
-		records_follow(fs, src.n);
+		if (sa.type == OSB_DIR)
+			records_follow(fs, src.n);
+	} else if (sa.type == OSB_FILE) {
+		record_move(fs, scf, src.path); /* it stays where it was */
 	}
 	pthread_rwlock_unlock(&fs->path_lock);
 out:

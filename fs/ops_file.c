@@ -32,9 +32,11 @@ struct fh {
 };
 
 struct dl_sink {
+	struct osbfs *fs;
 	int fd;
 	int64_t pos;
 	int64_t got;
+	bool made_room;
 };
 
 static int dl_write(void *arg, const void *data, size_t len)
@@ -46,6 +48,14 @@ static int dl_write(void *arg, const void *data, size_t len)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
+			/* a full disk: clean cached data makes room, once */
+			if ((errno == ENOSPC || errno == EDQUOT) &&
+			    !s->made_room) {
+				s->made_room = true;
+				if (cache_evict(&s->fs->cache, &s->fs->nodes,
+						INT64_MAX) > 0)
+					continue;
+			}
 			return -errno;
 		}
 		p += n;
@@ -92,7 +102,7 @@ int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf,
 		if (gs >= ge)
 			break;
 
-		struct dl_sink s = { .fd = fd, .pos = gs };
+		struct dl_sink s = { .fs = fs, .fd = fd, .pos = gs };
 		int64_t total = -1;
 		rc = remote_download(fs, h->path, gs, ge - gs, dl_write, &s,
 				     &total);
@@ -466,6 +476,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		pthread_mutex_unlock(&c->lock);
 	}
 	ssize_t n = pwrite(cf->fd, buf, size, off);
+	if (n < 0 && (errno == ENOSPC || errno == EDQUOT) &&
+	    cache_evict(c, &fs->nodes, INT64_MAX) > 0)
+		n = pwrite(cf->fd, buf, size, off); /* room was made */
 	if (n < 0) {
 		int e = errno;
 		log_error("write to the local cache %s failed: %s", c->dir,
@@ -476,6 +489,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	pthread_mutex_lock(&c->lock);
 	if (off + n > cf->size)
 		cf->size = off + n;
+	cache_account(c, cf);
 	clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
 	cf->m.times_set = false;
 	bool quick = cf->dirty && cf->record_path;
@@ -486,9 +500,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		pthread_mutex_lock(&fs->nodes.lock);
 		char *path = node_path(&fs->nodes, f->n);
 		pthread_mutex_unlock(&fs->nodes.lock);
-		if (path)
-			cache_dirty(c, cf, path);
+		int rc = path ? cache_dirty(c, cf, path) : 0;
 		free(path);
+		if (rc) {
+			/* not journaled, so not safe from a crash: say so
+			 * (the bytes stay in the cache file, dirty) */
+			fuse_reply_err(req, -rc);
+			return;
+		}
 	}
 	fuse_reply_write(req, (size_t)n);
 }
@@ -516,6 +535,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	struct cfile *cf = f->cf;
 	/* the node we hold keeps cf alive past cache_close */
 	cache_close(&fs->cache, cf, f->writer);
+	/* what was read into the cache may have taken it past its cap */
+	cache_evict(&fs->cache, &fs->nodes, 0);
 	if (f->writer) {
 		pthread_mutex_lock(&fs->cache.lock);
 		bool schedule = cf->dirty && cf->writers == 0;

@@ -142,7 +142,7 @@ static const char once_fmt[] =
 	"d=" OPS_DIR " f=" OPS_DIR "/%1$s\n"
 	"%2$s"
 	"set -C\n"
-	": >\"$f.c\" 2>/dev/null || { mkdir -p \"$d\" && : >\"$f.c\"; } "
+	"{ : >\"$f.c\" || { mkdir -p \"$d\" && : >\"$f.c\"; }; } "
 	"2>/dev/null\n"
 	"c=$?\n"
 	"set +C\n"

@@ -534,7 +534,7 @@ static void *worker(void *arg)
 		bool over = c->total_bytes > c->max_size;
 		if (over) {
 			pthread_mutex_unlock(&c->lock);
-			cache_evict(c, &fs->nodes);
+			cache_evict(c, &fs->nodes, 0);
 			pthread_mutex_lock(&c->lock);
 		}
 	}

@@ -226,3 +226,59 @@ def test_tar_x_under_faults_keeps_every_mtime(server, mount, tmp_path):
         assert float(got["d%d" % d]) == 1_500_000_000 + d, (d, got["d%d" % d])
         for i in range(20):
             assert float(got["d%d/f%d.txt" % (d, i)]) == 1_600_000_000 + 100 * d + i
+
+
+# ---- a full cache disk ----
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 6 MiB tmpfs for the cache dir (unmounted at teardown, after the
+    mounts that use it: request it before make_mount)."""
+    d = tmp_path / "small"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(d)], check=True)
+    yield str(d)
+    subprocess.run(["umount", "-l", str(d)])
+
+
+def test_a_full_cache_disk_makes_room_from_clean_data(server, small_disk, make_mount):
+    m = make_mount(cache_dir=small_disk)
+    a, b = os.urandom(3 << 20), os.urandom(3 << 20)
+    with open(m.p("a.bin"), "wb") as f:
+        f.write(a)
+        f.flush()
+        os.fsync(f.fileno())        # in the sandbox: its local copy is clean
+    with open(m.p("b.bin"), "wb") as f:
+        f.write(b)                  # needs the room a.bin's copy takes
+        f.flush()
+        os.fsync(f.fileno())
+    assert server.read_file(m.sandbox_id, m.spath("b.bin")) == b
+    with open(m.p("a.bin"), "rb") as f:
+        assert f.read() == a        # fetched again
+
+
+def test_a_rename_on_a_full_disk_is_journaled(server, small_disk, make_mount):
+    m = make_mount(cache_dir=small_disk, options=["writeback_delay=1h"])
+    with open(m.p("f"), "wb") as f:
+        f.write(b"precious")
+    os.mkdir(m.p("d"))
+    for i in range(40):
+        with open(m.p("d", "f%d" % i), "wb") as f:
+            f.write(b"file %d" % i)
+    # fill the disk with unsaved data
+    with pytest.raises(OSError) as e:
+        with open(m.p("filler"), "wb") as f:
+            while True:
+                f.write(b"\0" * (256 << 10))
+                f.flush()
+    assert e.value.errno == errno.ENOSPC
+    os.rename(m.p("f"), m.p("g"))
+    os.rename(m.p("d"), m.p("e"))   # 40 records to rewrite
+    m.kill9()
+    m2 = make_mount(sandbox_id=m.sandbox_id, cache_dir=small_disk)
+    ctl(m2, "sync")
+    assert server.read_file(m.sandbox_id, m.spath("g")) == b"precious"
+    assert server.stat(m.sandbox_id, m.spath("f")) is None
+    for i in range(40):
+        assert server.read_file(m.sandbox_id, m.spath("e", "f%d" % i)) == b"file %d" % i
+    assert server.stat(m.sandbox_id, m.spath("d")) is None
