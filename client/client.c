@@ -357,6 +357,14 @@ int egress_call(struct osb_sandbox *sb, struct http_request *rq,
 	return rc;
 }
 
+void osb_client_set_hooks(struct osb_client *c, const struct osb_hooks *h)
+{
+	if (h)
+		c->hooks = *h;
+	else
+		memset(&c->hooks, 0, sizeof(c->hooks));
+}
+
 int osb_ping(struct osb_sandbox *sb, struct osb_error *err)
 {
 	struct http_response rs = { 0 };

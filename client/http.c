@@ -19,6 +19,12 @@
 
 static __thread atomic_int *cancel_flag;
 static __thread unsigned int jitter_seed;
+static __thread int thread_retries = -1;
+
+void osb_thread_set_retries(int max_retries)
+{
+	thread_retries = max_retries < 0 ? -1 : max_retries;
+}
 
 void osb_cancel_flag_set(atomic_int *flag)
 {
@@ -26,11 +32,13 @@ void osb_cancel_flag_set(atomic_int *flag)
 }
 
 struct xfer {
+	struct osb_client *c;
 	const struct http_request *rq;
 	struct http_response *rs;
 	CURL *h;
 	bool status_known;
 	bool to_sink;
+	curl_off_t moved;       /* bytes either way, at the last progress */
 };
 
 void http_response_release(struct http_response *rs)
@@ -136,11 +144,15 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata)
 static int on_progress(void *clientp, curl_off_t dltotal, curl_off_t dlnow,
 		       curl_off_t ultotal, curl_off_t ulnow)
 {
-	(void)clientp;
+	struct xfer *x = clientp;
 	(void)dltotal;
-	(void)dlnow;
 	(void)ultotal;
-	(void)ulnow;
+	if (dlnow + ulnow != x->moved) {
+		/* bytes moved: the exchange is alive */
+		x->moved = dlnow + ulnow;
+		if (x->c->hooks.progress)
+			x->c->hooks.progress(x->c->hooks.arg);
+	}
 	return cancel_flag && atomic_load(cancel_flag) ? 1 : 0;
 }
 
@@ -339,7 +351,7 @@ static int perform_once(struct osb_client *c, const struct http_request *rq,
 {
 	struct curl_slist *hdrs = NULL;
 	struct buf url = { 0 };
-	struct xfer x = { .rq = rq, .rs = rs };
+	struct xfer x = { .c = c, .rq = rq, .rs = rs };
 	void *mime = NULL;
 	int rc;
 
@@ -363,12 +375,17 @@ static int perform_once(struct osb_client *c, const struct http_request *rq,
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
+	curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	set_method(h, rq, mime);
 	errbuf[0] = '\0';
 
 	atomic_fetch_add(&c->n_requests, 1);
+	if (c->hooks.begin)
+		c->hooks.begin(c->hooks.arg);
 	*ret_rc = curl_easy_perform(h);
+	if (c->hooks.end)
+		c->hooks.end(c->hooks.arg);
 
 	long code = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
@@ -395,7 +412,9 @@ int http_call(struct osb_client *c, const struct http_request *rq,
 	      struct http_response *rs, struct osb_error *err)
 {
 	char errbuf[CURL_ERROR_SIZE];
-	int max = rq->no_retry ? 0 : c->max_retries;
+	int max = rq->no_retry	       ? 0 :
+		  thread_retries >= 0 ? thread_retries :
+					 c->max_retries;
 	int timeouts = 0;
 
 	for (int attempt = 1;; attempt++) {

@@ -131,6 +131,10 @@ void osb_client_free(struct osb_client *c);
 /* Changes how many times transient failures are retried (0 = none).
  * Not to be called while other threads use the client. */
 void osb_client_set_retries(struct osb_client *c, int max_retries);
+/* For the calling thread only: at most @max_retries retries per call
+ * from now on (0 = one attempt: a quick question), whatever the client
+ * says; -1 goes back to the client's setting. */
+void osb_thread_set_retries(int max_retries);
 
 /* "http://localhost:8080": the base URL of the lifecycle API (no key). */
 const char *osb_client_base_url(const struct osb_client *c);
@@ -151,6 +155,23 @@ void osb_client_stats(struct osb_client *c, struct osb_client_stats *ret);
  * -ECANCELED. NULL detaches. Per thread.
  */
 void osb_cancel_flag_set(atomic_int *flag);
+
+/*
+ * Hooks around every HTTP exchange of a client (for a watchdog that looks
+ * for requests that hang): @begin runs in the calling thread before the
+ * request is sent, @progress whenever bytes moved since the last call
+ * (about once a second at most while they do), @end when the exchange is
+ * over; retries count as exchanges of their own. Each may be NULL. They
+ * must be quick and must not call libosb. Set before the client is
+ * shared between threads; NULL removes them.
+ */
+struct osb_hooks {
+	void (*begin)(void *arg);
+	void (*progress)(void *arg);
+	void (*end)(void *arg);
+	void *arg;
+};
+void osb_client_set_hooks(struct osb_client *c, const struct osb_hooks *h);
 
 /* ------------------------------------------------------------------ */
 /* Key/value lists (env, metadata, headers) */

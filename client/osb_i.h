@@ -80,6 +80,7 @@ struct osb_client {
 	char *execd_token;
 	char *proxy;
 	struct osb_kvlist headers;
+	struct osb_hooks hooks;
 
 	pthread_mutex_t pool_lock; /* guards pool, npool */
 	void *pool[OSB_POOL_IDLE_MAX];

@@ -20,6 +20,7 @@
 #include "notify.h"
 #include "ops.h"
 #include "remote.h"
+#include "watch.h"
 #include "writeback.h"
 
 #define UNMOUNT_FLUSH_MS 60000
@@ -198,6 +199,8 @@ int main(int argc, char **argv)
 	fs.nodes.root->attr.mode = 0755;
 	rc = life_init(&fs, info.state, info.expires_at);
 	if (!rc)
+		rc = watch_init(&fs);
+	if (!rc)
 		rc = ctl_init(&fs);
 	if (rc) {
 		fprintf(stderr, "osbfs: %s\n", strerror(-rc));
@@ -227,6 +230,8 @@ int main(int argc, char **argv)
 		log_to_syslog();
 
 	rc = wb_start(&fs);
+	if (!rc)
+		rc = watch_start(&fs);
 	if (!rc)
 		rc = notify_start(&fs);
 	if (!rc)
@@ -273,6 +278,7 @@ out_unmount:
 		}
 		wb_stop(&fs);
 	}
+	watch_stop(&fs);
 out:
 	if (fs.se)
 		fuse_session_destroy(fs.se);
@@ -282,6 +288,7 @@ out:
 		node_table_release(&fs.nodes);
 	if (fs.cache.dir)
 		cache_release(&fs.cache);
+	watch_release(&fs);
 	osb_sandbox_info_release(&info);
 	osb_sandbox_close(fs.sb);
 	osb_client_free(fs.client);

@@ -11,6 +11,7 @@
 #include "ctl.h"
 #include "log.h"
 #include "ops.h"
+#include "watch.h"
 #include "writeback.h"
 
 #define STATFS_CACHE_MS 30000
@@ -214,6 +215,7 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 	pthread_mutex_unlock(&fs->nodes.lock);
 
 	int rc = remote_stat(fs, h->path, &a);
+	bool fetched = rc == 0;
 
 	pthread_mutex_lock(&fs->nodes.lock);
 	/* a change we made meanwhile wins over what was fetched */
@@ -225,12 +227,16 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 	}
 	if (!rc && ret)
 		*ret = node_has_local(h->n) || raced ? h->n->attr : a;
-	if (rc && (raced || node_has_local(h->n)) && h->n->attr_valid) {
+	/* a change of ours, local data, or a server that is away: what we
+	 * know is the best answer there is */
+	if (rc && (raced || node_has_local(h->n) || watch_away(fs)) &&
+	    h->n->attr_valid) {
 		rc = 0;
 		if (ret)
 			*ret = h->n->attr;
 	}
-	if (h->n->cf && !rc && !node_has_local(h->n)) {
+	if (h->n->cf && fetched && !node_has_local(h->n)) {
+		/* the sandbox's version is not the one cached: drop it */
 		pthread_mutex_lock(&fs->cache.lock);
 		struct cfile *cf = h->n->cf;
 		if (cf->m.base == BASE_KNOWN &&

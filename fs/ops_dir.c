@@ -12,6 +12,7 @@
 #include "ctl.h"
 #include "log.h"
 #include "ops.h"
+#include "watch.h"
 #include "writeback.h"
 
 int dir_load(struct osbfs *fs, struct held *h)
@@ -30,6 +31,10 @@ int dir_load(struct osbfs *fs, struct held *h)
 	pthread_mutex_unlock(&fs->nodes.lock);
 
 	int rc = remote_list(fs, h->path, &ents, &n);
+	if (rc && watch_away(fs) && d->list_gen) {
+		/* the server is away: the last listing is the best there is */
+		return 0;
+	}
 	if (rc) {
 		if (rc == -ENOENT) {
 			pthread_mutex_lock(&fs->nodes.lock);

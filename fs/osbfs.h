@@ -19,6 +19,7 @@ struct writeback;
 struct ctl;
 struct lifecycle;
 struct notifier;
+struct watch;
 
 struct osbfs {
 	struct osbfs_options *opt;
@@ -33,6 +34,7 @@ struct osbfs {
 	struct ctl *ctl;
 	struct lifecycle *life;
 	struct notifier *notifier;
+	struct watch *watch;
 	uid_t uid;                   /* owner shown for every file */
 	gid_t gid;
 

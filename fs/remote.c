@@ -13,6 +13,7 @@
 #include "life.h"
 #include "log.h"
 #include "remote.h"
+#include "watch.h"
 
 #define SHELL_OUT_MAX (64u << 20)
 #define STR_(x) #x
@@ -53,6 +54,7 @@ static bool quiet_errno(int rc)
 static int fail_in(struct osbfs *fs, int rc, const struct osb_error *err,
 		   const char *what, const char *path)
 {
+	watch_failed(fs, rc);
 	int e = fs_errno(rc);
 	if (quiet_errno(e))
 		return e;
@@ -72,6 +74,8 @@ static int fail_in(struct osbfs *fs, int rc, const struct osb_error *err,
 int remote_enter(struct osbfs *fs)
 {
 	remote_touch_activity(fs);
+	if (watch_away(fs))
+		return -EIO; /* at once: the watchdog knows when it is back */
 	return fs->life ? life_ensure_running(fs) : 0;
 }
 
@@ -84,6 +88,8 @@ void remote_touch_activity(struct osbfs *fs)
  * else) and is running again, so the call is worth repeating once. */
 static bool again(struct osbfs *fs, int rc)
 {
+	if (rc == -ECANCELED)
+		return watch_cancelled_resume(fs);
 	if (rc != -ETIMEDOUT && rc != -ECONNRESET && rc != -ECONNREFUSED)
 		return false;
 	return fs->life && life_recheck(fs) == 1;
@@ -234,7 +240,10 @@ int remote_shell(struct osbfs *fs, const char *script, enum shell_kind kind,
 	}
 	free(wrapped);
 	if (rc) {
-		log_error("command in the sandbox failed: %s", err.message);
+		watch_failed(fs, rc);
+		if (rc != -EIO || !watch_away(fs))
+			log_error("command in the sandbox failed: %s",
+				  err.message[0] ? err.message : strerror(-rc));
 		return fs_errno(rc);
 	}
 	return 0;

@@ -620,6 +620,19 @@ void wb_schedule(struct osbfs *fs, struct cfile *cf, long delay_ms)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void wb_retry_now(struct osbfs *fs)
+{
+	struct cache *c = &fs->cache;
+	long long now = mono_ms();
+	pthread_mutex_lock(&c->lock);
+	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext)
+		if (cf->failures && cf->due_ms > now)
+			cf->due_ms = now;
+	if (fs->wb)
+		pthread_cond_broadcast(&fs->wb->kick);
+	pthread_mutex_unlock(&c->lock);
+}
+
 /* Asks for @cf to be uploaded up to its current generation (c->lock). */
 static uint64_t request(struct osbfs *fs, struct cfile *cf)
 {

@@ -13,6 +13,9 @@ int wb_start(struct osbfs *fs);
 /* Stops the workers (after wb_flush_all, at unmount). */
 void wb_stop(struct osbfs *fs);
 
+/* The server answers again: files whose uploads failed are tried now,
+ * not after their backoff. */
+void wb_retry_now(struct osbfs *fs);
 /* A file was closed (or recovered): upload it after @delay_ms. */
 void wb_schedule(struct osbfs *fs, struct cfile *cf, long delay_ms);
 /*

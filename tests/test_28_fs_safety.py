@@ -282,3 +282,60 @@ def test_a_rename_on_a_full_disk_is_journaled(server, small_disk, make_mount):
     for i in range(40):
         assert server.read_file(m.sandbox_id, m.spath("e", "f%d" % i)) == b"file %d" % i
     assert server.stat(m.sandbox_id, m.spath("d")) is None
+
+
+# ---- the server away, the sandbox paused behind our back ----
+
+def wait_until(pred, timeout=60, step=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return False
+
+
+def errno_of(fn, *args):
+    try:
+        fn(*args)
+    except OSError as e:
+        return e.errno
+    return 0
+
+
+def test_server_away_fails_fast_serves_the_cache_and_recovers(make_server, make_mount):
+    srv = make_server()
+    m = make_mount(srv=srv, options=["attr_timeout=0", "dir_timeout=0", "request_timeout=2s"])
+    srv.write_file(m.sandbox_id, m.spath("cached.txt"), b"read before")
+    assert open(m.p("cached.txt"), "rb").read() == b"read before"
+    assert "cached.txt" in os.listdir(m.path)
+    srv.kill()
+    # the first request rides out a restart, then the mount knows
+    assert errno_of(os.stat, m.p("nothing-here")) == errno.EIO
+    t0 = time.monotonic()
+    for i in range(20):
+        assert errno_of(os.stat, m.p("unknown%d" % i)) == errno.EIO
+    assert time.monotonic() - t0 < 10   # at once, not 20 times the retries
+    # what is cached is still there to read
+    assert open(m.p("cached.txt"), "rb").read() == b"read before"
+    assert "cached.txt" in os.listdir(m.path)
+    srv.restart()
+    assert wait_until(lambda: errno_of(os.stat, m.p("nothing-here")) == errno.ENOENT, 30)
+    with open(m.p("after.txt"), "w") as f:
+        f.write("back")
+    ctl(m, "sync")
+    assert srv.read_file(m.sandbox_id, m.spath("after.txt")) == b"back"
+    assert "cannot be reached" in m.log() and "answers again" in m.log()
+
+
+def test_a_sandbox_paused_by_someone_else_is_resumed_quickly(server, make_mount):
+    m = make_mount(options=["attr_timeout=0", "dir_timeout=0"])
+    server.write_file(m.sandbox_id, m.spath("f"), b"here")
+    st, _, b = server.request("POST", "/v1/sandboxes/%s/pause" % m.sandbox_id)
+    assert st in (200, 202, 204), (st, b)
+    t0 = time.monotonic()
+    assert open(m.p("f"), "rb").read() == b"here"
+    took = time.monotonic() - t0
+    assert took < 20, took   # the request timeout is 30 s, tried twice
+    st, _, g = server.request("GET", "/v1/sandboxes/" + m.sandbox_id)
+    assert g["status"]["state"] == "Running"

@@ -1,0 +1,40 @@
+/*
+ * watch.h - requests that hang, and a server that is away (watch.c).
+ *
+ * Two things a mount must notice by itself, without making each user of
+ * the mount wait out long timeouts:
+ *   - a sandbox paused by someone else: its execd accepts connections and
+ *     never answers. A request without a sign of life for a few seconds
+ *     makes the watchdog ask the lifecycle server; if the sandbox is
+ *     paused, every request in flight is cancelled, the sandbox resumed,
+ *     and the cancelled requests are repeated (remote.c).
+ *   - a server that cannot be reached (after the client's retries, which
+ *     ride out a restart): the mount is "away". New requests then fail at
+ *     once with EIO instead of each waiting out the retries again, cached
+ *     attributes, listings and data are served as they are, and the
+ *     watchdog asks the server once a second until it answers.
+ */
+#ifndef OSBFS_WATCH_H
+#define OSBFS_WATCH_H
+
+#include <stdbool.h>
+
+struct osbfs;
+
+/* Installs the client hooks; starts the watchdog (after daemonizing). */
+int watch_init(struct osbfs *fs);
+int watch_start(struct osbfs *fs);
+void watch_stop(struct osbfs *fs);
+void watch_release(struct osbfs *fs);
+
+/* Whether the server is away (requests fail at once). */
+bool watch_away(struct osbfs *fs);
+/* A request failed with @rc (a negative errno) after the client's
+ * retries: a refused, unreachable or timed out server makes the mount
+ * away. */
+void watch_failed(struct osbfs *fs, int rc);
+/* After a request ended with -ECANCELED: waits while the watchdog resumes
+ * a paused sandbox; true when the request is worth repeating. */
+bool watch_cancelled_resume(struct osbfs *fs);
+
+#endif /* OSBFS_WATCH_H */
