@@ -42,18 +42,30 @@ int dir_load(struct osbfs *fs, struct held *h)
 	}
 
 	now = mono_ms();
+	size_t bad = 0;
 	pthread_mutex_lock(&fs->nodes.lock);
 	bool root = d == fs->nodes.root;
 	d->list_gen++;
 	for (size_t i = 0; i < n; i++) {
-		if (root && strcmp(ents[i].name, fs->opt->control_dir) == 0)
+		const struct rdent *e = &ents[i];
+		/* a hostile sandbox can list any name: one the kernel
+		 * refuses ("", or "/" in it, fail the whole listing with
+		 * EIO), takes for another (".", "..", one cut at a NUL), or
+		 * that would give a node a path outside its directory, is
+		 * not shown */
+		if (e->name_len != strlen(e->name) || strchr(e->name, '/') ||
+		    name_check(e->name)) {
+			bad++;
+			continue;
+		}
+		if (root && strcmp(e->name, fs->opt->control_dir) == 0)
 			continue; /* the control tree hides a real one */
-		struct node *c = node_child_get(&fs->nodes, d, ents[i].name);
+		struct node *c = node_child_get(&fs->nodes, d, e->name);
 		if (!c)
 			continue;
 		c->listed_gen = d->list_gen;
 		if (!node_has_local(c) && d->change_gen == gen)
-			node_set_attr(c, &ents[i].attr,
+			node_set_attr(c, &e->attr,
 				      now + fs->opt->attr_timeout_ms);
 	}
 	for (struct node *c = d->child_first; c; c = c->sib_next) {
@@ -72,6 +84,11 @@ int dir_load(struct osbfs *fs, struct held *h)
 	d->neg_expiry = 0;
 	pthread_mutex_unlock(&fs->nodes.lock);
 	rdent_array_free(ents, n);
+	if (bad)
+		log_warn("listing of %s: skipped %zu names no file can have "
+			 "(empty, \".\", \"..\", holding \"/\" or NUL, over "
+			 "255 bytes, or not UTF-8)",
+			 h->path, bad);
 	return 0;
 }
 
