@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "ctl.h"
+#include "linkmap.h"
 #include "log.h"
 #include "ops.h"
 #include "writeback.h"
@@ -64,9 +65,18 @@ int dir_load(struct osbfs *fs, struct held *h)
 		if (!c)
 			continue;
 		c->listed_gen = d->list_gen;
-		if (!node_has_local(c) && d->change_gen == gen)
-			node_set_attr(c, &e->attr,
-				      now + fs->opt->attr_timeout_ms);
+		if (node_has_local(c) || d->change_gen != gen)
+			continue;
+		if (c->link_target &&
+		    (e->attr.type != OSB_SYMLINK ||
+		     e->attr.size != (int64_t)strlen(c->link_target) ||
+		     e->attr.mtime.tv_sec != c->attr.mtime.tv_sec ||
+		     e->attr.mtime.tv_nsec != c->attr.mtime.tv_nsec)) {
+			/* another link now: its target is to be read again */
+			free(c->link_target);
+			c->link_target = NULL;
+		}
+		node_set_attr(c, &e->attr, now + fs->opt->attr_timeout_ms);
 	}
 	for (struct node *c = d->child_first; c; c = c->sib_next) {
 		if (c->listed_gen == d->list_gen)
@@ -708,7 +718,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	struct osbfs *fs = req_fs(req);
 	struct held h;
 	struct fattr a;
-	char *target = NULL;
+	char *target = NULL, *shown = NULL;
 
 	if (ctl_is_ino(ino)) {
 		ctl_readlink(req, ino);
@@ -734,13 +744,30 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 			pthread_mutex_lock(&fs->nodes.lock);
 			free(h.n->link_target);
 			h.n->link_target = strdup(target);
+			if (h.n->attr.type == OSB_SYMLINK)
+				h.n->attr.size = (int64_t)strlen(target);
 			pthread_mutex_unlock(&fs->nodes.lock);
 		}
 	}
+	/* the host's kernel follows what we answer: only a target that
+	 * stays in the mount (linkmap.h), unless the sandbox is trusted */
+	if (!rc && fs->opt->symlinks_raw) {
+		shown = target;
+		target = NULL;
+	} else if (!rc) {
+		rc = link_map(target, h.path, fs->root, fs->opt->control_dir,
+			      &shown);
+		if (rc)
+			log_error("readlink %s: cannot show its target (%s)",
+				  h.path, strerror(-rc));
+	}
+	/* lstat's size is now the length shown (node_stat); the kernel asks
+	 * for it again, as after a readlink it holds the atime for stale */
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
-		fuse_reply_readlink(req, target);
+		fuse_reply_readlink(req, shown);
+	free(shown);
 	free(target);
 	held_put(fs, &h);
 }
