@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "linkmap.h"
 #include "log.h"
 #include "ops.h"
 #include "watch.h"
@@ -142,6 +143,17 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 	if (n->times_pending) {
 		st->st_mtim = n->pending_mtime;
 		st->st_atim = n->pending_atime;
+	}
+	if (a->type == OSB_SYMLINK && n->link_target &&
+	    !fs->opt->symlinks_raw &&
+	    a->size == (int64_t)strlen(n->link_target)) {
+		/* the length readlink shows (linkmap.h), once it is known */
+		char *path = node_path(&fs->nodes, n), *shown = NULL;
+		if (path && link_map(n->link_target, path, fs->root,
+				     fs->opt->control_dir, &shown) == 0)
+			st->st_size = (off_t)strlen(shown);
+		free(shown);
+		free(path);
 	}
 	st->st_blksize = 128 * 1024;
 	st->st_blocks = (st->st_size + 511) / 512;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "ctl.h"
+#include "linkmap.h"
 #include "log.h"
 #include "ops.h"
 #include "watch.h"
@@ -47,19 +48,40 @@ int dir_load(struct osbfs *fs, struct held *h)
 	}
 
 	now = mono_ms();
+	size_t bad = 0;
 	pthread_mutex_lock(&fs->nodes.lock);
 	bool root = d == fs->nodes.root;
 	d->list_gen++;
 	for (size_t i = 0; i < n; i++) {
-		if (root && strcmp(ents[i].name, fs->opt->control_dir) == 0)
+		const struct rdent *e = &ents[i];
+		/* a hostile sandbox can list any name: one the kernel
+		 * refuses ("", or "/" in it, fail the whole listing with
+		 * EIO), takes for another (".", "..", one cut at a NUL), or
+		 * that would give a node a path outside its directory, is
+		 * not shown */
+		if (e->name_len != strlen(e->name) || strchr(e->name, '/') ||
+		    name_check(e->name)) {
+			bad++;
+			continue;
+		}
+		if (root && strcmp(e->name, fs->opt->control_dir) == 0)
 			continue; /* the control tree hides a real one */
-		struct node *c = node_child_get(&fs->nodes, d, ents[i].name);
+		struct node *c = node_child_get(&fs->nodes, d, e->name);
 		if (!c)
 			continue;
 		c->listed_gen = d->list_gen;
-		if (!node_has_local(c) && d->change_gen == gen)
-			node_set_attr(c, &ents[i].attr,
-				      now + fs->opt->attr_timeout_ms);
+		if (node_has_local(c) || d->change_gen != gen)
+			continue;
+		if (c->link_target &&
+		    (e->attr.type != OSB_SYMLINK ||
+		     e->attr.size != (int64_t)strlen(c->link_target) ||
+		     e->attr.mtime.tv_sec != c->attr.mtime.tv_sec ||
+		     e->attr.mtime.tv_nsec != c->attr.mtime.tv_nsec)) {
+			/* another link now: its target is to be read again */
+			free(c->link_target);
+			c->link_target = NULL;
+		}
+		node_set_attr(c, &e->attr, now + fs->opt->attr_timeout_ms);
 	}
 	for (struct node *c = d->child_first; c; c = c->sib_next) {
 		if (c->listed_gen == d->list_gen)
@@ -77,6 +99,11 @@ int dir_load(struct osbfs *fs, struct held *h)
 	d->neg_expiry = 0;
 	pthread_mutex_unlock(&fs->nodes.lock);
 	rdent_array_free(ents, n);
+	if (bad)
+		log_warn("listing of %s: skipped %zu names no file can have "
+			 "(empty, \".\", \"..\", holding \"/\" or NUL, over "
+			 "255 bytes, or not UTF-8)",
+			 h->path, bad);
 	return 0;
 }
 
@@ -720,7 +747,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	struct osbfs *fs = req_fs(req);
 	struct held h;
 	struct fattr a;
-	char *target = NULL;
+	char *target = NULL, *shown = NULL;
 
 	if (ctl_is_ino(ino)) {
 		ctl_readlink(req, ino);
@@ -746,13 +773,30 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 			pthread_mutex_lock(&fs->nodes.lock);
 			free(h.n->link_target);
 			h.n->link_target = strdup(target);
+			if (h.n->attr.type == OSB_SYMLINK)
+				h.n->attr.size = (int64_t)strlen(target);
 			pthread_mutex_unlock(&fs->nodes.lock);
 		}
 	}
+	/* the host's kernel follows what we answer: only a target that
+	 * stays in the mount (linkmap.h), unless the sandbox is trusted */
+	if (!rc && fs->opt->symlinks_raw) {
+		shown = target;
+		target = NULL;
+	} else if (!rc) {
+		rc = link_map(target, h.path, fs->root, fs->opt->control_dir,
+			      &shown);
+		if (rc)
+			log_error("readlink %s: cannot show its target (%s)",
+				  h.path, strerror(-rc));
+	}
+	/* lstat's size is now the length shown (node_stat); the kernel asks
+	 * for it again, as after a readlink it holds the atime for stale */
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
-		fuse_reply_readlink(req, target);
+		fuse_reply_readlink(req, shown);
+	free(shown);
 	free(target);
 	held_put(fs, &h);
 }

@@ -64,6 +64,8 @@ static const struct opt_def table[] = {
 	{ "writeback_delay", OPT_MS, O(writeback_delay_ms), "1s", "upload this long after the last close" },
 	{ "cache_max_size", OPT_SIZE, O(cache_max_size), "10G", "cap on cached (clean) file data" },
 	{ "control_dir", OPT_STR, O(control_dir), ".osb", "name of the control tree" },
+	/* symlinks */
+	{ "symlinks", OPT_STR, O(symlinks), "safe", "safe: link targets resolve inside the mount; raw: as stored (a trusted sandbox only)" },
 };
 
 #define NOPTS (sizeof(table) / sizeof(table[0]))
@@ -400,6 +402,13 @@ int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
 	    strcmp(o->control_dir, "..") == 0) {
 		snprintf(msg, msg_size, "bad control_dir \"%s\"",
 			 o->control_dir);
+		return -EINVAL;
+	}
+	o->symlinks_raw = strcmp(o->symlinks, "raw") == 0;
+	if (!o->symlinks_raw && strcmp(o->symlinks, "safe") != 0) {
+		snprintf(msg, msg_size,
+			 "symlinks must be safe or raw, not \"%s\"",
+			 o->symlinks);
 		return -EINVAL;
 	}
 	if (strcmp(o->protocol, "http") != 0 &&

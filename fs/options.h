@@ -54,6 +54,11 @@ struct osbfs_options {
 	int64_t cache_max_size;
 	char *control_dir;      /* name of the control tree */
 
+	/* symlinks: "safe" shows targets mapped into the mount (linkmap.h),
+	 * "raw" as stored; symlinks_raw tells which */
+	char *symlinks;
+	bool symlinks_raw;
+
 	/* FUSE */
 	bool foreground;
 	bool debug;

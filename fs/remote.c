@@ -393,6 +393,7 @@ static int shell_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 		d[n].name = hex_decode_dup(line, (size_t)(sp - line));
 		if (!d[n].name)
 			continue;
+		d[n].name_len = (size_t)(sp - line) / 2;
 		if (parse_stat_line(sp + 1, &d[n].attr)) {
 			free(d[n].name);
 			continue;
@@ -502,6 +503,8 @@ int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 		d[k].name = strdup(base_name(ents[i].path));
 		if (!d[k].name)
 			continue;
+		/* a "\u0000" in the JSON text already ended the string */
+		d[k].name_len = strlen(d[k].name);
 		fattr_from_stat(&d[k].attr, &ents[i]);
 		k++;
 	}

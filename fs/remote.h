@@ -20,6 +20,8 @@
 
 struct rdent {
 	char *name;
+	size_t name_len;        /* bytes the sandbox sent for it: more than
+				 * strlen(name) if they held a NUL */
 	struct fattr attr;
 };
 void rdent_array_free(struct rdent *d, size_t n);

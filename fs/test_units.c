@@ -1,7 +1,8 @@
 /*
  * test_units.c - unit tests of osbfs's pure modules: hex encoding, the
- * option value parsers, the inode table (paths, moves, unlinks), and the
- * journal (records written, replayed after a "crash", compacted).
+ * option value parsers, the inode table (paths, moves, unlinks), the
+ * journal (records written, replayed after a "crash", compacted), and the
+ * symlink targets shown in the mount (linkmap.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "cache.h"
 #include "hex.h"
 #include "journal.h"
+#include "linkmap.h"
 #include "node.h"
 #include "options.h"
 
@@ -46,6 +48,20 @@ static void test_hex(void)
 	free(buf);
 }
 
+/* options_parse() of "osbfs [-o @opt] mnt". */
+static int parse_one(struct osbfs_options *o, const char *opt, char *msg,
+		     size_t msg_size)
+{
+	char prog[] = "osbfs", dash_o[] = "-o", mnt[] = "mnt";
+	char *value = opt ? strdup(opt) : NULL;
+	char *with[] = { prog, dash_o, value, mnt, NULL };
+	char *without[] = { prog, mnt, NULL };
+	int rc = opt ? options_parse(o, 4, with, msg, msg_size) :
+		       options_parse(o, 2, without, msg, msg_size);
+	free(value);
+	return rc;
+}
+
 static void test_parsers(void)
 {
 	long ms;
@@ -62,6 +78,18 @@ static void test_parsers(void)
 	CHECK(parse_size("4MiB", &sz) == 0 && sz == 4 << 20);
 	CHECK(parse_size("12", &sz) == 0 && sz == 12);
 	CHECK(parse_size("3X", &sz) == -EINVAL);
+
+	/* -o symlinks: safe by default, raw on request, nothing else */
+	struct osbfs_options o;
+	char msg[256];
+	CHECK(parse_one(&o, NULL, msg, sizeof(msg)) == 0 && !o.symlinks_raw);
+	options_release(&o);
+	CHECK(parse_one(&o, "symlinks=raw", msg, sizeof(msg)) == 0 &&
+	      o.symlinks_raw);
+	options_release(&o);
+	CHECK(parse_one(&o, "symlinks=yes", msg, sizeof(msg)) == -EINVAL &&
+	      strstr(msg, "symlinks"));
+	options_release(&o);
 }
 
 static void test_nodes(void)
@@ -199,12 +227,132 @@ static void test_journal(void)
 	CHECK(system(cmd) == 0);
 }
 
+/* Symlink targets as the mount shows them: stored target, the link's
+ * sandbox path, DIR, what readlink shows. */
+static const struct link_case {
+	const char *target, *link, *root, *want;
+} link_cases[] = {
+	/* absolute targets inside DIR: relative, from the link's directory */
+	{ "/workspace/a/f", "/workspace/l", "/workspace", "a/f" },
+	{ "/workspace/a/f", "/workspace/s/t/l", "/workspace", "../../a/f" },
+	{ "/workspace/s/x", "/workspace/s/t/l", "/workspace", "../x" },
+	{ "/workspace/s/t/x", "/workspace/s/t/l", "/workspace", "x" },
+	{ "/workspace", "/workspace/s/l", "/workspace", ".." },
+	{ "/workspace/", "/workspace/l", "/workspace", "." },
+	{ "/workspace/s/t", "/workspace/s/t/l", "/workspace", "." },
+	{ "//workspace//a/./f/", "/workspace/l", "/workspace", "a/f" },
+	{ "/workspace/../workspace/a", "/workspace/l", "/workspace", "a" },
+	/* relative targets: normalised, only leading ".." remain */
+	{ "a/f", "/workspace/l", "/workspace", "a/f" },
+	{ "./a/./f", "/workspace/l", "/workspace", "a/f" },
+	{ "../a/f", "/workspace/s/l", "/workspace", "../a/f" },
+	{ "../s/../a/f", "/workspace/s/l", "/workspace", "../a/f" },
+	{ "../s/x", "/workspace/s/l", "/workspace", "x" },
+	{ ".", "/workspace/s/l", "/workspace", "." },
+	{ "..", "/workspace/s/l", "/workspace", ".." },
+	/* "d -> ." then "d/../x": the kernel would climb from the mount
+	 * root through d; lexically it is x, in the mount */
+	{ "d/../x", "/workspace/l", "/workspace", "x" },
+	{ "d/../../x", "/workspace/s/l", "/workspace", "../x" },
+	{ "d/d/../../x", "/workspace/l", "/workspace", "x" },
+	/* leaving DIR: a dead end in the control tree, from the mount root */
+	{ "/home/user/.ssh/id_rsa", "/workspace/x", "/workspace",
+	  ".osb/outside/home/user/.ssh/id_rsa" },
+	{ "/etc/passwd", "/workspace/a/b/x", "/workspace",
+	  "../../.osb/outside/etc/passwd" },
+	{ "../../../etc/passwd", "/workspace/x", "/workspace",
+	  ".osb/outside/etc/passwd" },
+	{ "../../../../../../../../../../tmp/s", "/workspace/a/x", "/workspace",
+	  "../.osb/outside/tmp/s" },
+	{ "..", "/workspace/x", "/workspace", ".osb/outside" },
+	{ "d/../..", "/workspace/x", "/workspace", ".osb/outside" },
+	{ "d/../../../etc", "/workspace/x", "/workspace", ".osb/outside/etc" },
+	{ "/", "/workspace/a/x", "/workspace", "../.osb/outside" },
+	{ "/workspace2/f", "/workspace/x", "/workspace",
+	  ".osb/outside/workspace2/f" },
+	{ "/work", "/workspace/x", "/workspace", ".osb/outside/work" },
+	{ "", "/workspace/a/x", "/workspace", "../.osb/outside" },
+	/* the sandbox's own DIR/.osb is hidden by the control tree */
+	{ ".osb/ctl", "/workspace/x", "/workspace",
+	  ".osb/outside/workspace/.osb/ctl" },
+	{ "/workspace/.osb", "/workspace/a/x", "/workspace",
+	  "../.osb/outside/workspace/.osb" },
+	{ "../.osb/run", "/workspace/a/x", "/workspace",
+	  "../.osb/outside/workspace/.osb/run" },
+	{ "a/.osb/f", "/workspace/x", "/workspace", "a/.osb/f" },
+	{ ".osbx", "/workspace/x", "/workspace", ".osbx" },
+	/* DIR "/": nothing is outside but the hidden control tree */
+	{ "/etc/passwd", "/root/x", "/", "../etc/passwd" },
+	{ "../../../etc", "/x", "/", "etc" },
+	{ "/", "/a/b/x", "/", "../.." },
+	{ "/.osb/f", "/x", "/", ".osb/outside/.osb/f" },
+	/* a DIR that ends in "/", deeper DIRs */
+	{ "/w/d/a", "/w/d/s/l", "/w/d/", "../a" },
+	{ "/w/d", "/w/d/l", "/w/d", "." },
+	{ "/w", "/w/d/s/l", "/w/d", "../.osb/outside/w" },
+	/* names are bytes: no decoding, no escaping */
+	{ "a\n b/$x/\xff", "/workspace/l", "/workspace", "a\n b/$x/\xff" },
+};
+
+static void test_linkmap(void)
+{
+	const char *w = "/workspace";
+
+	for (size_t i = 0; i < sizeof(link_cases) / sizeof(link_cases[0]);
+	     i++) {
+		const struct link_case *c = &link_cases[i];
+		char *got = NULL;
+		int rc = link_map(c->target, c->link, c->root, ".osb", &got);
+		if (rc || strcmp(got, c->want) != 0) {
+			fprintf(stderr, "link %s -> %s (DIR %s): got \"%s\" "
+				"(rc %d), want \"%s\"\n", c->link, c->target,
+				c->root, rc ? "" : got, rc, c->want);
+			failures++;
+		}
+		free(got);
+	}
+	/* another control tree name */
+	char *got = NULL;
+	CHECK(link_map("/etc", "/workspace/x", w, "ctl", &got) == 0 &&
+	      strcmp(got, "ctl/outside/etc") == 0);
+	free(got);
+
+	/* a link not below DIR is a caller's error */
+	got = NULL;
+	CHECK(link_map("a", "/elsewhere/l", w, ".osb", &got) == -EINVAL &&
+	      !got);
+	CHECK(link_map("a", "/workspace", w, ".osb", &got) == -EINVAL);
+	CHECK(link_map("a", "/workspacex/l", w, ".osb", &got) == -EINVAL);
+
+	/* the result must fit PATH_MAX: a deep link to a long target */
+	char *deep = malloc(4200), *far = malloc(4200);
+	CHECK(deep && far);
+	if (deep && far) {
+		strcpy(deep, "/workspace");
+		for (int i = 0; i < 1400; i++)
+			strcat(deep, "/d");
+		strcat(deep, "/l");
+		memset(far, 'x', 4000);
+		far[0] = '/';
+		far[4000] = '\0';
+		CHECK(link_map(far, deep, w, ".osb", &got) == -ENAMETOOLONG);
+		CHECK(link_map("/workspace/f", deep, w, ".osb", &got) ==
+		      -ENAMETOOLONG);
+		CHECK(link_map("x", deep, w, ".osb", &got) == 0 &&
+		      strcmp(got, "x") == 0);
+		free(got);
+	}
+	free(deep);
+	free(far);
+}
+
 int main(void)
 {
 	test_hex();
 	test_parsers();
 	test_nodes();
 	test_journal();
+	test_linkmap();
 	if (failures) {
 		fprintf(stderr, "%d failures\n", failures);
 		return 1;

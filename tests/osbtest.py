@@ -243,6 +243,13 @@ class LocalServer:
     def reset_stats(self):
         self.admin("POST", "/_admin/stats/reset")
 
+    def inject_listing(self, sid, directory, names):
+        """The next listing of directory (a sandbox path) in sandbox sid also
+        holds names (bytes), as a hostile sandbox could make it."""
+        st, b = self.admin("POST", "/_admin/sandboxes/%s/listing" % sid,
+                           {"path": directory, "names_hex": [n.hex() for n in names]})
+        assert st == 200, (st, b)
+
     # -- lifecycle helpers ---------------------------------------------------------------
 
     def create_sandbox(self, timeout=600, wait=60, **kw):

@@ -304,7 +304,8 @@ def test_symlink_and_readlink(server, mount):
 
 def test_symlink_made_in_sandbox_and_dangling(server, mount):
     server.run(mount.sandbox_id, "ln -s /nowhere/at/all %s" % mount.spath("dangle"))
-    assert os.readlink(mount.p("dangle")) == "/nowhere/at/all"
+    # outside DIR: shown as a dead end in the mount (test_29_fs_symlinks.py)
+    assert os.readlink(mount.p("dangle")) == ".osb/outside/nowhere/at/all"
     os.unlink(mount.p("dangle"))
     assert server.stat(mount.sandbox_id, mount.spath("dangle")) is None
 
@@ -405,8 +406,11 @@ def test_dotdot_stays_inside_mount(server, mount):
     # the kernel resolves ".." itself: the mount root's parent is local
     assert os.path.realpath(os.path.join(mount.p(), "..")) == os.path.dirname(mount.p())
     os.symlink("../../etc/passwd", mount.p("up"))
-    # the link is stored as text; reading it resolves locally, never in the sandbox
-    assert os.readlink(mount.p("up")) == "../../etc/passwd"
+    # the link is stored as given; the mount shows where it leads (out of
+    # DIR: a dead end inside the mount), so the host never resolves it
+    _, out, _ = server.run(mount.sandbox_id, "readlink " + mount.spath("up"))
+    assert out.strip() == "../../etc/passwd"
+    assert os.readlink(mount.p("up")) == ".osb/outside/etc/passwd"
 
 
 def test_unmount_uploads_pending_files(server, make_mount):

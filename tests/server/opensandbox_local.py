@@ -9,6 +9,14 @@ shared/opensandbox/WIRE.md.  Standard library only; commands run under
 bubblewrap (/usr/bin/bwrap).  Prints "ready http://HOST:PORT" once it
 accepts connections.  See tests/server/osblocal/ for the modules.
 
+/_admin (no API key): POST /_admin/faults sets a fault rule, DELETE clears
+it (osblocal/faults.py); GET /_admin/stats and POST /_admin/stats/reset count
+requests; POST /_admin/sandboxes/ID/state forces a state, .../expire ends a
+sandbox, GET /_admin/sandboxes/ID describes it; POST
+/_admin/sandboxes/ID/listing {"path": DIR, "names_hex": [HEX, ...]} makes the
+next /directories/list of DIR also hold those names, byte for byte (an empty
+name, ".", "..", invalid UTF-8: what a hostile sandbox could answer).
+
 Egress policy is stored and reported, not enforced.  Command, session and
 code-context records live in memory: a restart forgets them (as an execd
 restart does); sandboxes, their files, metadata and state persist in

@@ -12,12 +12,13 @@ import os
 import re
 import ssl
 import stat as st
+import threading
 import urllib.parse
 
 from . import multipart
 from .pathutil import ExpandError, expand_abs, expand_path, go_clean
 from .sandboxfs import file_info, lookup_group, lookup_user
-from .util import errtext
+from .util import errtext, go_time_now, json_bytes
 
 
 def respond_error(h, status, code, message=None):
@@ -88,10 +89,33 @@ def jtype(v):
     return "null"
 
 
+def raw_json_string(b):
+    """bytes -> a JSON string literal holding those very bytes (invalid
+    UTF-8 included), as a hostile execd could send."""
+    out = bytearray(b'"')
+    for c in b:
+        if c in (0x22, 0x5C):
+            out += b"\\" + bytes([c])
+        elif c < 0x20:
+            out += b"\\u%04x" % c
+        else:
+            out.append(c)
+    return bytes(out + b'"')
+
+
 class FilesAPI:
     def __init__(self, sb):
         self.sb = sb
         self.fs = sb.fs
+        self.inject_lock = threading.Lock()
+        self.injected = {}  # directory -> [name bytes] for its next listing
+
+    def inject_names(self, directory, names):
+        """Test hook (POST /_admin/sandboxes/{id}/listing): the next
+        /directories/list of directory also lists names (bytes, sent as they
+        are), as the execd of a hostile sandbox could answer."""
+        with self.inject_lock:
+            self.injected[directory] = list(names)
 
     # helpers ---------------------------------------------------------------
 
@@ -682,7 +706,17 @@ class FilesAPI:
             return respond_error(h, 500, "RUNTIME_ERROR", "error listing directory %s. %s" % (a, e))
         except OSError as e:
             return file_error(h, e, perr("lstat", a, e))
-        h.send_json(200, out)
+        with self.inject_lock:
+            extra = self.injected.pop(a, None)
+        if not extra:
+            return h.send_json(200, out)
+        body = json_bytes(out)[:-1]
+        for name in extra:
+            e = json_bytes({"path": "@", "type": "file", "size": 1, "modified_at": go_time_now(),
+                            "created_at": go_time_now(), "owner": "root", "group": "root", "mode": 644})
+            path = raw_json_string((a.rstrip("/") + "/").encode() + name)
+            body += (b"," if len(body) > 1 else b"") + e.replace(b'"@"', path, 1)
+        h.send_bytes(200, body + b"]", h.json_ctype)
 
     def _list(self, dfd, dpath, cur, maxd, out):
         try:

@@ -439,6 +439,8 @@ class LifecycleHandler(Handler):
             return Route("/_admin/sandboxes/{id}/" + parts[4], fn, {"sid": parts[3]})
         if len(parts) == 4 and parts[2] == "sandboxes" and method == "GET":
             return Route("/_admin/sandboxes/{id}", self.admin_info, {"sid": parts[3]})
+        if len(parts) == 5 and parts[2] == "sandboxes" and method == "POST" and parts[4] == "listing":
+            return Route("/_admin/sandboxes/{id}/listing", self.admin_listing, {"sid": parts[3]})
         return None
 
     def _admin_body(self):
@@ -470,13 +472,22 @@ class LifecycleHandler(Handler):
         self.server.app.stats.reset()
         self.send_json(200, {"ok": True})
 
-    def admin_state(self, sid):
+    def _admin_sandbox(self, sid):
+        """(sandbox, JSON body) of an admin request on one sandbox, or
+        (None, None) once an error has been answered."""
         body = self._admin_body()
         if body is None:
-            return
+            return None, None
         sb = self._sb(sid)
         if sb is None:
-            return self.send_json(404, {"error": "no such sandbox"})
+            self.send_json(404, {"error": "no such sandbox"})
+            return None, None
+        return sb, body
+
+    def admin_state(self, sid):
+        sb, body = self._admin_sandbox(sid)
+        if sb is None:
+            return
         state = body.get("state") if isinstance(body, dict) else None
         if state not in ("Failed", "Pending", "Running"):
             return self.send_json(400, {"error": "state must be Failed, Pending or Running"})
@@ -488,6 +499,20 @@ class LifecycleHandler(Handler):
         if sb is None:
             return self.send_json(404, {"error": "no such sandbox"})
         self.server.app.delete_sandbox(sid)
+        self.send_json(200, {"ok": True})
+
+    def admin_listing(self, sid):
+        sb, body = self._admin_sandbox(sid)
+        if sb is None:
+            return
+        path, names = (body.get("path"), body.get("names_hex")) if isinstance(body, dict) else (None, None)
+        try:
+            names = [bytes.fromhex(n) for n in names]
+        except (TypeError, ValueError):
+            names = None
+        if not isinstance(path, str) or not names:
+            return self.send_json(400, {"error": "want {\"path\": DIR, \"names_hex\": [HEX, ...]}"})
+        sb.files.inject_names(path, names)
         self.send_json(200, {"ok": True})
 
     def admin_info(self, sid):
