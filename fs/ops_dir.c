@@ -111,6 +111,10 @@ void dir_changed(struct osbfs *fs, struct node *parent, struct node *child)
 {
 	(void)fs;
 	parent->change_gen++;
+	/* a name came or went: the directory changed now, as the sandbox
+	 * will say when asked (make and editors look at its mtime) */
+	clock_gettime(CLOCK_REALTIME, &parent->attr.mtime);
+	parent->attr.ctime = parent->attr.mtime;
 	if (child) {
 		child->listed_gen = parent->list_gen;
 		child->neg_expiry = 0;

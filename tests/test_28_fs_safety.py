@@ -339,3 +339,36 @@ def test_a_sandbox_paused_by_someone_else_is_resumed_quickly(server, make_mount)
     assert took < 20, took   # the request timeout is 30 s, tried twice
     st, _, g = server.request("GET", "/v1/sandboxes/" + m.sandbox_id)
     assert g["status"]["state"] == "Running"
+
+
+# ---- smaller things a local disk does ----
+
+def test_a_directory_changes_when_names_come_and_go(make_mount):
+    m = make_mount()   # default caching
+    os.mkdir(m.p("d"))
+    os.mkdir(m.p("d", "sub"))
+
+    def mtime():
+        st = os.stat(m.p("d"))
+        return st.st_mtime_ns, st.st_ctime_ns
+
+    for change in (lambda: open(m.p("d", "f"), "w").close(),
+                   lambda: os.rename(m.p("d", "f"), m.p("d", "g")),
+                   lambda: os.unlink(m.p("d", "g")),
+                   lambda: os.rmdir(m.p("d", "sub")),
+                   lambda: os.symlink("x", m.p("d", "l"))):
+        before = mtime()
+        time.sleep(0.02)
+        change()
+        after = mtime()
+        assert after[0] > before[0] and after[1] > before[1]
+
+
+def test_directories_report_one_link(mount):
+    os.makedirs(mount.p("a", "b", "c"))
+    assert os.stat(mount.p("a")).st_nlink == 1
+    assert os.stat(mount.p("a", "b", "c")).st_nlink == 1
+    # find does not trust a count of 1 to skip subdirectories
+    out = subprocess.run(["find", mount.p("a"), "-type", "d"], capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert len(out) == 3
