@@ -49,6 +49,16 @@ def fsync_path(path):
         os.close(fd)
 
 
+def wait_until(pred, timeout=60, step=0.1):
+    """Polls pred() until it is true (True) or timeout seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return False
+
+
 def fusermount_u(path, lazy=False):
     args = ["fusermount3", "-u"] + (["-z"] if lazy else []) + [path]
     return subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode

@@ -11,16 +11,7 @@ import time
 
 import pytest
 
-from mounthelp import make_mount  # noqa: F401  (fixture)
-
-
-def wait_until(pred, timeout=60, step=0.1):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return False
+from mounthelp import make_mount, wait_until  # noqa: F401  (fixture)
 
 
 def write_files(m, names, size=5000):

@@ -8,12 +8,11 @@ import errno
 import os
 import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
 
-from mounthelp import fsync_path, make_mount  # noqa: F401  (fixture)
+from mounthelp import make_mount, wait_until  # noqa: F401  (fixture)
 
 
 @pytest.fixture
@@ -285,15 +284,6 @@ def test_a_rename_on_a_full_disk_is_journaled(server, small_disk, make_mount):
 
 
 # ---- the server away, the sandbox paused behind our back ----
-
-def wait_until(pred, timeout=60, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return False
-
 
 def errno_of(fn, *args):
     try:
