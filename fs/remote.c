@@ -659,6 +659,20 @@ int remote_unlink(struct osbfs *fs, const char *path, bool symlink)
 	return rc ? fail(rc, &err, "unlink", path) : 0;
 }
 
+/* Whether a move of @src to @dst has happened: @src gone, @dst there. */
+static bool moved(struct osbfs *fs, const char *src, const char *dst)
+{
+	struct osb_stat st;
+	if (osb_file_stat(fs->sb, src, &st, NULL) == 0) {
+		osb_stat_release(&st);
+		return false;
+	}
+	if (osb_file_stat(fs->sb, dst, &st, NULL) != 0)
+		return false;
+	osb_stat_release(&st);
+	return true;
+}
+
 int remote_rename(struct osbfs *fs, const char *src, const char *dst,
 		  bool replace, bool symlink)
 {
@@ -676,9 +690,14 @@ int remote_rename(struct osbfs *fs, const char *src, const char *dst,
 		rc = remote_enter(fs);
 		if (rc)
 			return rc;
-		do {
+		bool repeated = false;
+		rc = osb_file_move(fs->sb, &m, 1, &err);
+		while (rc && again(fs, rc)) {
+			repeated = true;
 			rc = osb_file_move(fs->sb, &m, 1, &err);
-		} while (rc && again(fs, rc));
+		}
+		if (rc == -ENOENT && repeated && moved(fs, src, dst))
+			rc = 0; /* the first attempt did it after all */
 		if (rc != -EEXIST)
 			return rc ? fail(rc, &err, "rename", src) : 0;
 		/* the destination exists after all: replace it below */
