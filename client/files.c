@@ -4,7 +4,8 @@
  * Every path is checked first (osb_path_is_safe): execd expands '$' in
  * paths with no escape, and JSON cannot carry names that are not UTF-8.
  * Downloads and uploads stream; a download broken half-way resumes from
- * the byte it reached.
+ * the byte it reached, if the file is still the version it began with (as
+ * far as its size tells).
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -156,7 +157,33 @@ struct dl {
 	int64_t remaining; /* bytes still wanted; <0 = to the end */
 	int64_t skip;      /* bytes to drop first (a 200 to a ranged ask) */
 	bool first;
+	int64_t want;      /* the size asked for, or OSB_SIZE_* */
+	int64_t size;      /* the file's size as the answers say; -1 */
+	int64_t other;     /* the size of a part that did not match; -1 */
 };
+
+/*
+ * The file's size as the answer in d->rs states it (Content-Range's
+ * total, or a whole answer's length), checked against the size the
+ * download holds to: 0, or -ESTALE when it is another version.
+ */
+static int dl_check_size(struct dl *d)
+{
+	const struct http_response *rs = d->rs;
+	int64_t total = rs->range_total;
+	if (total < 0 && rs->status == 200)
+		total = rs->content_length;
+	if (total < 0)
+		return 0; /* not said: nothing to hold it to */
+	int64_t ref = d->want >= 0 ? d->want : d->size;
+	if (ref >= 0 &&
+	    (d->want == OSB_SIZE_GROWS ? total < ref : total != ref)) {
+		d->other = total;
+		return -ESTALE;
+	}
+	d->size = total;
+	return 0;
+}
 
 static int dl_sink(void *arg, const void *data, size_t len)
 {
@@ -165,6 +192,10 @@ static int dl_sink(void *arg, const void *data, size_t len)
 
 	if (d->first) {
 		d->first = false;
+		/* before the first byte of a part reaches the sink */
+		int rc = dl_check_size(d);
+		if (rc)
+			return rc;
 		/* a server (or proxy) that ignored the Range sends it all */
 		d->skip = d->rs->status == 200 ? d->pos : 0;
 	}
@@ -187,18 +218,19 @@ static int dl_sink(void *arg, const void *data, size_t len)
 	return d->remaining == 0 ? 1 : 0;
 }
 
-int osb_file_download(struct osb_sandbox *sb, const char *path,
-		      int64_t offset, int64_t length, osb_sink_fn sink,
-		      void *arg, int64_t *ret_size, struct osb_error *err)
+int osb_file_download_sized(struct osb_sandbox *sb, const char *path,
+			    int64_t offset, int64_t length, int64_t size,
+			    osb_sink_fn sink, void *arg, int64_t *ret_size,
+			    struct osb_error *err)
 {
 	struct http_response rs = { 0 };
 	struct buf q = { 0 };
 	struct dl d = { .rs = &rs, .sink = sink, .arg = arg, .pos = offset,
-			.remaining = length };
-	int64_t size = -1;
+			.remaining = length, .want = size, .size = -1,
+			.other = -1 };
 	int rc = check_path(path, err);
 
-	if (!rc && offset < 0)
+	if (!rc && (offset < 0 || size < OSB_SIZE_GROWS))
 		rc = -EINVAL;
 	if (!rc)
 		rc = query_add(&q, "path", path);
@@ -224,15 +256,19 @@ int osb_file_download(struct osb_sandbox *sb, const char *path,
 		};
 		d.first = true;
 		rc = execd_call(sb, &rq, &rs, err);
-		if (rs.range_total >= 0)
-			size = rs.range_total;
-		else if (rs.status == 200 && rs.content_length >= 0)
-			size = rs.content_length;
+		if (!rc || rs.status == 416) {
+			/* a part with no body says its size here */
+			int crc = dl_check_size(&d);
+			if (crc)
+				rc = crc;
+		}
+		if (d.other >= 0)
+			break; /* another version: no resuming */
 		if (!rc) {
 			/* the whole asked range, or all there was */
-			if (d.remaining > 0 && size >= 0 && d.pos >= size)
+			if (d.remaining > 0 && d.size >= 0 && d.pos >= d.size)
 				d.remaining = 0;
-			if (d.remaining < 0 || (size >= 0 && d.pos >= size))
+			if (d.remaining < 0 || (d.size >= 0 && d.pos >= d.size))
 				break;
 			if (!rs.delivered)
 				break;
@@ -252,11 +288,28 @@ int osb_file_download(struct osb_sandbox *sb, const char *path,
 			continue;
 		}
 	}
+	if (rc == -ESTALE && d.other >= 0)
+		osb_error_set(err, rs.status, "",
+			      "GET /files/download [%s]: the file changed in "
+			      "the sandbox during the download (%lld bytes, "
+			      "then %lld)",
+			      path,
+			      (long long)(d.want >= 0 ? d.want : d.size),
+			      (long long)d.other);
 	if (!rc && ret_size)
-		*ret_size = size;
+		*ret_size = d.size;
 	buf_release(&q);
 	http_response_release(&rs);
 	return rc;
+}
+
+int osb_file_download(struct osb_sandbox *sb, const char *path,
+		      int64_t offset, int64_t length, osb_sink_fn sink,
+		      void *arg, int64_t *ret_size, struct osb_error *err)
+{
+	return osb_file_download_sized(sb, path, offset, length,
+				       OSB_SIZE_FIRST, sink, arg, ret_size,
+				       err);
 }
 
 struct fd_sink {

@@ -362,10 +362,35 @@ typedef int (*osb_sink_fn)(void *arg, const void *data, size_t len);
  * A broken connection is resumed from the last byte received, so @sink
  * never sees a byte twice. *ret_size (may be NULL) gets the file's total
  * size when the server said it. Memory use does not depend on the size.
+ *
+ * The bytes come from one version of the file: each answer (the first
+ * part, and each resumed part) states the file's total size, and a part
+ * whose size differs from the first one's fails the call with -ESTALE
+ * before any of its bytes reach @sink (what @sink got so far and the rest
+ * would be of two versions). A ranged answer carries no time stamp: a
+ * replacement of the same size is not seen here (compare osb_file_stat()'s
+ * size and mtime before and after, if that matters).
  */
 int osb_file_download(struct osb_sandbox *sb, const char *path,
 		      int64_t offset, int64_t length, osb_sink_fn sink,
 		      void *arg, int64_t *ret_size, struct osb_error *err);
+
+/* What osb_file_download_sized() checks the parts' sizes against. */
+#define OSB_SIZE_FIRST (-1) /* the first part's (osb_file_download()) */
+#define OSB_SIZE_GROWS (-2) /* a file only appended to: never smaller */
+
+/*
+ * osb_file_download_sized() - osb_file_download() for a caller that knows
+ * which version it wants: @size >= 0 is the file's size in that version,
+ * and every part, the first one too, must state it (-ESTALE otherwise,
+ * also for an answer that says @offset is past the end). Or @size is
+ * OSB_SIZE_FIRST, or OSB_SIZE_GROWS for a file that is only ever appended
+ * to (a log), whose parts may see it grow but not shrink.
+ */
+int osb_file_download_sized(struct osb_sandbox *sb, const char *path,
+			    int64_t offset, int64_t length, int64_t size,
+			    osb_sink_fn sink, void *arg, int64_t *ret_size,
+			    struct osb_error *err);
 /* The same into @fd at its current position (write(2)); *ret_bytes gets
  * the count written. */
 int osb_file_download_fd(struct osb_sandbox *sb, const char *path,

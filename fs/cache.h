@@ -78,6 +78,11 @@ struct cfile {
 				   size once complete (cache_account) */
 
 	struct fmeta m;         /* local attributes and validator */
+	uint64_t version;       /* bumped when the content gives way to
+				   another sandbox version: a handle reads
+				   only the one it opened (ops_file.c) */
+	uint64_t open_version;  /* the version when the open handles began:
+				   older handles may be open if it differs */
 
 	/* dirty state */
 	bool dirty;

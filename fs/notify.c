@@ -1,6 +1,8 @@
 /*
  * notify.c - dropping every cache at once, the kernel's too: when a job
- * ends (it may have changed anything) and on `.osb/ctl invalidate`.
+ * ends (it may have changed anything) and on `.osb/ctl invalidate`; and
+ * the kernel's pages of one file that changed in the sandbox while it was
+ * being read (ops_file.c).
  *
  * Our own caches are dropped at once; the kernel is told (which names
  * and inodes to forget) from a thread of our own, never from inside a
@@ -89,6 +91,19 @@ void fs_invalidate_all(struct osbfs *fs)
 	pthread_mutex_lock(&fs->statfs_lock);
 	fs->statfs_expiry = 0;
 	pthread_mutex_unlock(&fs->statfs_lock);
+}
+
+void notify_inode(struct osbfs *fs, fuse_ino_t ino)
+{
+	struct notifier *nt = fs->notifier;
+	if (!nt)
+		return;
+	pthread_mutex_lock(&nt->lock);
+	if (!push(nt, 0, ino, NULL)) {
+		nt->queued++;
+		pthread_cond_signal(&nt->cond);
+	}
+	pthread_mutex_unlock(&nt->lock);
 }
 
 static void *notifier_thread(void *arg)

@@ -1,6 +1,6 @@
 /*
  * notify.h - the thread that tells the kernel what to forget (see
- * notify.c); fs_invalidate_all() (ops.h) feeds it.
+ * notify.c); fs_invalidate_all() (ops.h) and notify_inode() feed it.
  */
 #ifndef OSBFS_NOTIFY_H
 #define OSBFS_NOTIFY_H
@@ -8,6 +8,9 @@
 #include "osbfs.h"
 
 int notify_start(struct osbfs *fs);
+/* Has the kernel drop its cached pages and attributes of inode @ino
+ * (queued for the notifier's thread: safe inside a request handler). */
+void notify_inode(struct osbfs *fs, fuse_ino_t ino);
 void notify_stop(struct osbfs *fs);
 /* Waits until the kernel was told everything queued so far, two seconds
  * at most (called from a request handler, the notifications could wait

@@ -7,6 +7,21 @@
  * first, since the API only takes whole files; writes go to the cache
  * file at local-disk speed and mark it dirty; the last close schedules
  * the upload; fsync uploads now and says whether it worked.
+ *
+ * A reader never gets bytes of two sandbox versions of a file. The bytes
+ * cached for a clean file are all of the version its validator names
+ * (cf->m: size and mtime). Each range fetched must come from a file of
+ * that size (every answer states the size; checked before its bytes are
+ * written), and after a fetch the attributes are compared with the
+ * validator, asked of the sandbox at most once per attr_timeout: a
+ * replacement of the same size shows only there. A handle reads only the
+ * content version it was opened on (cf->version). When a change is seen,
+ * the content, the attributes and the kernel's pages of the file go, its
+ * open handles fail with ESTALE, and the next open reads the new version.
+ * ESTALE, not EIO: the open file is what is out of date, not the link to
+ * the sandbox (EIO here means that), and the cure is to open it again.
+ * A file with local changes is not checked: local data wins, and the
+ * write-back's conflict check deals with the sandbox's version.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +31,7 @@
 
 #include "ctl.h"
 #include "log.h"
+#include "notify.h"
 #include "ops.h"
 #include "writeback.h"
 
@@ -27,8 +43,9 @@ struct fh {
 	struct cfile *cf;
 	bool writer;
 	bool append;
+	uint64_t version;       /* of cf's content when opened */
 	int64_t next_off;       /* where a sequential read goes on */
-	int64_t window;
+	int64_t window;         /* next_off and window: under cache->lock */
 };
 
 struct dl_sink {
@@ -66,6 +83,46 @@ static int dl_write(void *arg, const void *data, size_t len)
 	return 0;
 }
 
+/* Says that @h changed in the sandbox while open, and has the kernel
+ * forget its pages. */
+static void tell_changed(struct osbfs *fs, struct held *h)
+{
+	notify_inode(fs, h->n->ino);
+	log_error("%s changed in the sandbox while being read: the files "
+		  "opened before fail (ESTALE), a new open reads the new "
+		  "version",
+		  h->path);
+}
+
+/*
+ * A change in the sandbox was seen while @h was being read by handles of
+ * content @version. Unless the file has local changes (they win), its
+ * content and validator go, its attributes and the kernel's pages too: the
+ * handles of @version fail from now on, and the next open reads the new
+ * version whole. Returns -ESTALE, or 0 if local changes hold the file.
+ */
+static int file_went_stale(struct osbfs *fs, struct held *h,
+			   struct cfile *cf, uint64_t version)
+{
+	struct cache *c = &fs->cache;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	pthread_mutex_lock(&c->lock);
+	bool local = cf->dirty;
+	bool first = !local && cf->version == version;
+	if (first) {
+		cache_drop_content(c, cf);
+		cf->m.base = BASE_UNKNOWN;
+		cf->version++;
+		node_invalidate(h->n);
+	}
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (first)
+		tell_changed(fs, h);
+	return local ? 0 : -ESTALE;
+}
+
 int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf,
 	       int64_t off, int64_t len)
 {
@@ -76,12 +133,23 @@ int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf,
 	if (fd < 0)
 		return -EIO;
 	pthread_mutex_lock(&cf->fetch_lock);
+	pthread_mutex_lock(&c->lock);
+	/* every range must be of the version the cached bytes are of */
+	uint64_t version = cf->version;
+	int64_t size = cf->m.base == BASE_KNOWN ? cf->m.base_size :
+						  OSB_SIZE_FIRST;
+	pthread_mutex_unlock(&c->lock);
 	for (;;) {
 		/* the first gap in [off, off + len) */
 		pthread_mutex_lock(&c->lock);
 		int64_t end = off + len, gs = off, ge = end;
 		if (cf->complete || cf->dirty) {
 			pthread_mutex_unlock(&c->lock);
+			break;
+		}
+		if (cf->version != version) {
+			pthread_mutex_unlock(&c->lock);
+			rc = -ESTALE; /* seen and handled by another read */
 			break;
 		}
 		if (end > cf->size)
@@ -103,21 +171,17 @@ int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf,
 			break;
 
 		struct dl_sink s = { .fs = fs, .fd = fd, .pos = gs };
-		int64_t total = -1;
-		rc = remote_download(fs, h->path, gs, ge - gs, dl_write, &s,
-				     &total);
+		rc = remote_fetch(fs, h->path, gs, ge - gs, size, dl_write, &s);
+		/* gone, another size, or shorter than its size said */
+		bool changed = rc == -ESTALE || rc == -ENOENT ||
+			       (!rc && s.got < ge - gs);
 		pthread_mutex_lock(&c->lock);
-		if (s.got)
+		if (s.got && !changed && cf->version == version)
 			cache_add_range(c, cf, gs, gs + s.got);
-		if (!rc && s.got < ge - gs && !cf->dirty) {
-			/* shorter than we thought: the file shrank */
-			cf->size = gs + s.got;
-			if (total >= 0 && total < cf->size)
-				cf->size = total;
-			cache_add_range(c, cf, 0, 0);
-		}
 		pthread_mutex_unlock(&c->lock);
-		if (rc || !s.got)
+		if (changed)
+			rc = file_went_stale(fs, h, cf, version);
+		if (rc || changed)
 			break;
 	}
 	pthread_mutex_unlock(&cf->fetch_lock);
@@ -130,6 +194,7 @@ int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf)
 	struct cache *c = &fs->cache;
 	pthread_mutex_lock(&c->lock);
 	int64_t size = cf->size;
+	uint64_t version = cf->version;
 	bool done = cf->complete || cf->dirty;
 	if (!done && size == 0) {
 		cf->complete = true;
@@ -142,16 +207,51 @@ int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf)
 		return -EIO; /* an orphan whose content was never all here */
 	int rc = file_fetch(fs, h, cf, 0, size);
 	pthread_mutex_lock(&c->lock);
-	if (!rc && !cf->complete && !cf->dirty)
-		rc = -EIO; /* the file changed while we read it */
+	bool whole = cf->complete || cf->dirty;
 	pthread_mutex_unlock(&c->lock);
+	if (!rc && !whole)
+		rc = file_went_stale(fs, h, cf, version);
 	return rc;
 }
 
-struct cfile *file_prepare(struct osbfs *fs, struct held *h,
-			   const struct fattr *a, bool *ret_keep)
+/*
+ * After a fetch for a handle of content @version: whether the file is
+ * still the version the cache holds. The attributes are asked of the
+ * sandbox at most once per attr_timeout (node_attr answers from the
+ * attribute cache while it is fresh): a same-size replacement shows only
+ * here, since a ranged answer states the size alone. Asked after the
+ * fetch, so a change made before it, or during it, is seen.
+ */
+static int read_revalidate(struct osbfs *fs, struct held *h,
+			   struct cfile *cf, uint64_t version)
+{
+	struct fattr a;
+	int rc = node_attr(fs, h, &a);
+	if (rc && rc != -ENOENT)
+		return rc;
+	pthread_mutex_lock(&fs->cache.lock);
+	bool same = cf->dirty ||
+		    (!rc && cf->version == version && a.type == OSB_FILE &&
+		     fmeta_base_is(&cf->m, a.size, &a.mtime));
+	pthread_mutex_unlock(&fs->cache.lock);
+	return same ? 0 : file_went_stale(fs, h, cf, version);
+}
+
+/*
+ * file_prepare() for a new handle: also the content version it reads, and
+ * whether it must bypass the kernel's page cache. The kernel keeps one
+ * page cache per inode, for every handle: while handles of an older
+ * version are open, pages of the new one must not go there, or those
+ * handles would read them. (A new open with keep_cache off has the kernel
+ * drop the inode's pages, and the first open once they are all closed
+ * too.)
+ */
+static struct cfile *prepare(struct osbfs *fs, struct held *h,
+			     const struct fattr *a, bool *ret_keep,
+			     uint64_t *ret_version, bool *ret_direct)
 {
 	struct cache *c = &fs->cache;
+	bool reopened = false;
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct cfile *cf = cache_attach(c, h->n);
 	if (cf) {
@@ -160,6 +260,11 @@ struct cfile *file_prepare(struct osbfs *fs, struct held *h,
 			bool same = fmeta_base_is(&cf->m, a->size, &a->mtime);
 			if (!same && (cf->cached_bytes || cf->complete))
 				cache_drop_content(c, cf);
+			if (!same) {
+				/* handles open on the old version fail */
+				reopened = cf->opens && cf->m.base == BASE_KNOWN;
+				cf->version++;
+			}
 			*ret_keep = same && (cf->cached_bytes || cf->complete);
 			cache_set_base(cf, a->size, &a->mtime);
 			cf->size = a->size;
@@ -170,10 +275,27 @@ struct cfile *file_prepare(struct osbfs *fs, struct held *h,
 		} else {
 			*ret_keep = true;
 		}
+		if (!cf->opens) {
+			if (cf->open_version != cf->version)
+				*ret_keep = false; /* old pages may linger */
+			cf->open_version = cf->version;
+		}
+		if (ret_version)
+			*ret_version = cf->version;
+		if (ret_direct)
+			*ret_direct = cf->open_version != cf->version;
 		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
+	if (reopened)
+		tell_changed(fs, h);
 	return cf;
+}
+
+struct cfile *file_prepare(struct osbfs *fs, struct held *h,
+			   const struct fattr *a, bool *ret_keep)
+{
+	return prepare(fs, h, a, ret_keep, NULL, NULL);
 }
 
 void file_keep_for_readers(struct osbfs *fs, struct held *h)
@@ -201,7 +323,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct osbfs *fs = req_fs(req);
 	struct held h;
 	struct fattr a;
-	bool keep = false;
+	bool keep = false, direct = false;
+	uint64_t version = 0;
 
 	atomic_store(&fs->last_activity, mono_ms());
 	if (ctl_is_ino(ino)) {
@@ -226,7 +349,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!rc && !h.path && !h.n->cf)
 		rc = -ENOENT; /* gone, and nothing of it kept here */
 	if (!rc) {
-		cf = file_prepare(fs, &h, &a, &keep);
+		cf = prepare(fs, &h, &a, &keep, &version, &direct);
 		f = calloc(1, sizeof(*f));
 		if (!cf || !f)
 			rc = -ENOMEM;
@@ -258,12 +381,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	f->n = h.n; /* the held ref moves to the handle */
 	f->cf = cf;
+	f->version = version;
 	f->writer = writer;
 	f->append = fi->flags & O_APPEND;
 	f->window = WINDOW_MIN;
 	free(h.path);
 	fi->fh = (uint64_t)(uintptr_t)f;
 	fi->keep_cache = keep && !writer;
+	fi->direct_io = direct;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		cache_close(&fs->cache, cf, writer);
 		struct held back = { f->n, NULL };
@@ -351,6 +476,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		cache_drop_content(&fs->cache, cf);
 		cf->complete = true;
 		cf->size = 0;
+		f->version = cf->version;
 		pthread_mutex_unlock(&fs->cache.lock);
 		int drc = cache_dirty(&fs->cache, cf, h.path);
 		if (!rc)
@@ -406,17 +532,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct cfile *cf = f->cf;
 
 	pthread_mutex_lock(&c->lock);
+	bool stale = f->version != cf->version;
 	int64_t fsize = cf->size;
 	int64_t len = off >= fsize ? 0 : (int64_t)size;
 	if (off + len > fsize)
 		len = fsize - off;
 	bool have = len <= 0 || cache_has(cf, off, len);
-	pthread_mutex_unlock(&c->lock);
-
-	if (len <= 0) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
+	int64_t want = len;
 	if (!have) {
 		/* a window that grows while the reads are sequential */
 		if (off == f->next_off)
@@ -424,7 +546,21 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 								 f->window * 2;
 		else
 			f->window = WINDOW_MIN;
-		int64_t want = len > f->window ? len : f->window;
+		want = len > f->window ? len : f->window;
+	}
+	if (len > 0)
+		f->next_off = off + len;
+	pthread_mutex_unlock(&c->lock);
+
+	if (stale) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (len <= 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (!have) {
 		struct held h = { 0 };
 		int rc = 0;
 		pthread_mutex_lock(&fs->nodes.lock);
@@ -435,13 +571,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		h.n = f->n;
 		if (!rc)
 			rc = file_fetch(fs, &h, cf, off, want);
+		if (!rc)
+			rc = read_revalidate(fs, &h, cf, f->version);
 		free(h.path);
 		if (rc) {
 			fuse_reply_err(req, -rc);
 			return;
 		}
 	}
-	f->next_off = off + len;
 
 	char *buf = malloc((size_t)len);
 	if (!buf) {
@@ -449,8 +586,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	ssize_t n = pread(cf->fd, buf, (size_t)len, off);
-	if (n < 0)
-		fuse_reply_err(req, errno);
+	int e = n < 0 ? errno : 0;
+	/* the content may have given way to another version meanwhile */
+	pthread_mutex_lock(&c->lock);
+	if (f->version != cf->version)
+		e = ESTALE;
+	pthread_mutex_unlock(&c->lock);
+	if (e)
+		fuse_reply_err(req, e);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
 	free(buf);

@@ -514,11 +514,29 @@ int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 	return 0;
 }
 
-int remote_download(struct osbfs *fs, const char *path, int64_t off,
-		    int64_t len, osb_sink_fn sink, void *arg,
+/* A sink that counts what it passed on, so that a retry goes on from
+ * there (the sink must not see a byte twice). */
+struct counted {
+	osb_sink_fn sink;
+	void *arg;
+	int64_t got;
+};
+
+static int counted_sink(void *arg, const void *data, size_t len)
+{
+	struct counted *c = arg;
+	int rc = c->sink(c->arg, data, len);
+	if (!rc)
+		c->got += (int64_t)len;
+	return rc;
+}
+
+static int download(struct osbfs *fs, const char *path, int64_t off,
+		    int64_t len, int64_t size, osb_sink_fn sink, void *arg,
 		    int64_t *ret_size)
 {
 	struct osb_error err;
+	struct counted cs = { sink, arg, 0 };
 	char *alias = NULL;
 	int rc = path_check(path);
 	if (rc)
@@ -528,14 +546,33 @@ int remote_download(struct osbfs *fs, const char *path, int64_t off,
 		rc = alias_make(fs, path, &alias);
 	if (rc)
 		return rc;
-	rc = osb_file_download(fs->sb, alias ? alias : path, off, len, sink,
-			       arg, ret_size, &err);
-	if (rc && again(fs, rc))
-		rc = osb_file_download(fs->sb, alias ? alias : path, off, len,
-				       sink, arg, ret_size, &err);
+	const char *p = alias ? alias : path;
+	rc = osb_file_download_sized(fs->sb, p, off, len, size, counted_sink,
+				     &cs, ret_size, &err);
+	if (rc && again(fs, rc) && (len < 0 || cs.got < len))
+		rc = osb_file_download_sized(fs->sb, p, off + cs.got,
+					     len < 0 ? len : len - cs.got,
+					     size, counted_sink, &cs,
+					     ret_size, &err);
 	if (alias)
 		alias_drop(fs, alias);
+	if (rc == -ESTALE && size >= 0)
+		return rc; /* the caller asked for a version: it tells */
 	return rc ? fail(rc, &err, "read", path) : 0;
+}
+
+int remote_download(struct osbfs *fs, const char *path, int64_t off,
+		    int64_t len, osb_sink_fn sink, void *arg,
+		    int64_t *ret_size)
+{
+	return download(fs, path, off, len, OSB_SIZE_GROWS, sink, arg,
+			ret_size);
+}
+
+int remote_fetch(struct osbfs *fs, const char *path, int64_t off,
+		 int64_t len, int64_t size, osb_sink_fn sink, void *arg)
+{
+	return download(fs, path, off, len, size, sink, arg, NULL);
 }
 
 int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n)

@@ -31,9 +31,15 @@ void fattr_from_stat(struct fattr *a, const struct osb_stat *st);
 int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret);
 int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 		size_t *ret_n);
+/* Bytes of a file that is only appended to (a job's output): a part of
+ * the download may see it grow, not shrink. */
 int remote_download(struct osbfs *fs, const char *path, int64_t off,
 		    int64_t len, osb_sink_fn sink, void *arg,
 		    int64_t *ret_size);
+/* Bytes of the version of @path that is @size bytes long: -ESTALE (not
+ * logged: the caller says what it means) if the sandbox has another. */
+int remote_fetch(struct osbfs *fs, const char *path, int64_t off,
+		 int64_t len, int64_t size, osb_sink_fn sink, void *arg);
 
 struct rupload {
 	const char *path;

@@ -5,6 +5,8 @@ server's raw API (server.stat, read_file), not with osb itself."""
 import hashlib
 import os
 import stat as pystat
+import threading
+import time
 
 import pytest
 
@@ -231,6 +233,34 @@ def test_get_to_a_full_stdout(server, osb, sandbox):
         res = osb.run("get", W + "/g", "-", stdout=full)
     assert (res.rc, res.err) == (1, "osb: get: GET %s/files/download [%s/g]: No space left on device\n" % (
         server.execd_url(sandbox), W)), res.describe()
+
+
+def test_get_fails_when_the_file_changes_before_a_resume(server, osb, sandbox, workdir):
+    server.write_file(sandbox, W + "/r", b"A" * (4 << 20))
+    server.write_file(sandbox, W + "/r.new", b"B" * (3 << 20))
+    server.reset_stats()
+    # the answer stops half-way; the file is replaced (atomically, so the
+    # first half is surely the old version) before the rest is asked for
+    server.set_faults(next=1, kinds=["cut"], delay_ms=1500, path="/files/download")
+    dst = os.path.join(workdir, "r")
+    done = {}
+    t = threading.Thread(target=lambda: done.update(res=osb.run("get", W + "/r", dst)))
+    try:
+        t.start()
+        deadline = time.time() + 20
+        while not sandbox_stats(server, sandbox).get("GET /files/download"):
+            assert time.time() < deadline, "no download started"
+            time.sleep(0.01)
+        code, _, err = server.run(sandbox, "mv %s/r.new %s/r" % (W, W))
+        assert code == 0, err
+        t.join(60)
+    finally:
+        server.clear_faults()
+    res = done["res"]
+    assert res.rc == 1, res.describe()
+    assert "the file changed in the sandbox during the download" in res.err, res.describe()
+    assert sandbox_stats(server, sandbox)["GET /files/download"] == 2  # it resumed
+    assert os.listdir(workdir) == []
 
 
 def test_put_onto_a_directory(server, osb, sandbox, workdir):

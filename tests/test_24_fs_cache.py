@@ -2,8 +2,13 @@
 what our own changes invalidate, close-to-open revalidation, and the
 bounded on-disk cache."""
 
+import contextlib
+import errno
 import os
+import threading
 import time
+
+import pytest
 
 from mounthelp import make_mount  # noqa: F401  (fixture)
 
@@ -130,3 +135,198 @@ def test_conflict_keeps_both_versions(server, make_mount):
     aside = [n for n in out.split() if n.startswith("shared.txt.conflict-")]
     assert len(aside) == 1, out
     assert server.read_file(sid, m.spath(aside[0])) == b"theirs, written meanwhile"
+
+
+# ---------------------------------------------------------------- a file that changes while it is read
+#
+# The cache holds ranges of a file, fetched as they are read. When the
+# sandbox replaces the file meanwhile, a reader gets the old version or an
+# error (ESTALE), never old bytes followed by new ones.
+
+MIB = 1 << 20
+
+
+def wait_for(pred, what, timeout=20):
+    deadline = time.time() + timeout
+    while not pred():
+        assert time.time() < deadline, "timed out waiting for " + what
+        time.sleep(0.01)
+
+
+def read_on(f, upto=None, chunk=128 << 10):
+    """Reads @f to its end, or @upto bytes: (the bytes, the OSError that
+    stopped it or None)."""
+    got, n = [], 0
+    try:
+        while upto is None or n < upto:
+            b = f.read(chunk if upto is None else min(chunk, upto - n))
+            if not b:
+                break
+            got.append(b)
+            n += len(b)
+    except OSError as e:
+        return b"".join(got), e
+    return b"".join(got), None
+
+
+@contextlib.contextmanager
+def replaced_while_open(server, m, new):
+    """Opens a 4 MiB file of b"A" through the mount, reads its first MiB,
+    replaces it in the sandbox with @new: yields the open file."""
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("big"), b"A" * (4 * MIB))
+    with open(m.p("big"), "rb", buffering=0) as f:
+        assert f.read(MIB) == b"A" * MIB
+        server.write_file(sid, m.spath("big"), new)
+        yield f
+
+
+def replaced_while_read(server, m, new):
+    """replaced_while_open(), read on: (what the reading on gave, the
+    OSError that stopped it or None)."""
+    with replaced_while_open(server, m, new) as f:
+        return read_on(f)
+
+
+def test_same_size_replacement_while_read_fails_estale(server, make_mount):
+    # a same-size change shows only in the mtime: asked at each fetch here
+    m = make_mount(options=["attr_timeout=0"])
+    got, err = replaced_while_read(server, m, b"B" * (4 * MIB))
+    assert set(got) <= {ord("A")}, "read %s" % sorted(set(got))
+    assert err is not None, "read on gave all %d bytes" % len(got)
+    assert err.errno == errno.ESTALE
+    assert "/workspace/big changed in the sandbox while being read" in m.log()
+
+
+def test_other_size_replacement_while_read_fails_without_a_stat(server, make_mount):
+    # the size every ranged answer states is enough: no request is added
+    m = make_mount(options=["attr_timeout=30s"])
+    with replaced_while_open(server, m, b"B" * (3 * MIB)) as f:
+        server.reset_stats()
+        # past what is cached, within the size the kernel knows (which
+        # would have it ask for the attributes)
+        f.seek(3 * MIB)
+        with pytest.raises(OSError) as excinfo:
+            f.read(4096)
+        assert count(server, m.sandbox_id, "GET /files/info") == 0
+    assert excinfo.value.errno == errno.ESTALE
+
+
+def test_reader_fails_on_every_read_after_the_change(server, make_mount):
+    m = make_mount(options=["attr_timeout=30s"])
+    with replaced_while_open(server, m, b"B" * (5 * MIB)) as f:
+        got, err = read_on(f)
+        assert err is not None and set(got) <= {ord("A")}
+        # also what it had read before: the kernel's pages went too
+        f.seek(0)
+        with pytest.raises(OSError) as excinfo:
+            f.read(4096)
+    assert excinfo.value.errno == errno.ESTALE
+
+
+def test_new_open_after_the_change_reads_the_new_version(server, make_mount):
+    m = make_mount(options=["attr_timeout=30s"])
+    new = bytes(range(256)) * (3 * MIB // 256) + b"end"
+    got, err = replaced_while_read(server, m, new)
+    assert set(got) <= {ord("A")}
+    assert err is not None and err.errno == errno.ESTALE
+    assert os.stat(m.p("big")).st_size == len(new)
+    with open(m.p("big"), "rb") as f:
+        assert f.read() == new
+
+
+def test_new_open_elsewhere_fails_the_reader_of_the_old_version(server, make_mount):
+    m = make_mount(options=["attr_timeout=0"])
+    with replaced_while_open(server, m, b"B" * (4 * MIB)) as old:
+        # another open sees the new version, and reads it whole
+        with open(m.p("big"), "rb") as f:
+            assert f.read() == b"B" * (4 * MIB)
+        got, err = read_on(old)
+    assert set(got) <= {ord("A")}
+    assert err is not None and err.errno == errno.ESTALE
+
+
+def test_concurrent_writer_never_gives_a_mixed_buffer(server, make_mount):
+    # a writer in the sandbox rewrites the file over and over, each version
+    # one byte value; each reader reads a little, waits for the next
+    # version to be written, and reads on
+    READS = 20
+    m = make_mount(options=["attr_timeout=0"])
+    sid = m.sandbox_id
+    size = 8 * MIB
+    server.write_file(sid, m.spath("hot"), b"\x00" * size)
+    stop = threading.Event()
+    written = threading.Condition()
+    versions = [0]
+
+    def writer():
+        v = 1
+        while not stop.is_set():
+            server.write_file(sid, m.spath("hot"), bytes([v]) * size)
+            v = v % 250 + 1
+            with written:
+                versions[0] += 1
+                written.notify_all()
+
+    def next_version():
+        with written:
+            seen = versions[0]
+            assert written.wait_for(lambda: versions[0] > seen, 30), "the writer is stuck"
+
+    t = threading.Thread(target=writer)
+    t.start()
+    mixed, whole, failed = [], 0, 0
+    try:
+        for _ in range(READS):
+            with open(m.p("hot"), "rb", buffering=0) as f:
+                got, err = read_on(f, upto=256 << 10)
+                if err is None:
+                    next_version()
+                    rest, err = read_on(f)
+                    got += rest
+            if len(set(got)) > 1:
+                mixed.append(sorted(set(got)))
+            if err is None:
+                whole += 1
+            else:
+                assert err.errno == errno.ESTALE, err
+                failed += 1
+    finally:
+        stop.set()
+        t.join()
+    assert not mixed, "%d of %d reads mixed versions: %s" % (len(mixed), READS, mixed[:3])
+    assert whole + failed == READS
+
+
+def test_download_broken_and_resumed_after_a_change_fails(server, make_mount):
+    m = make_mount(options=["attr_timeout=30s"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("big"), b"A" * (4 * MIB))
+    server.write_file(sid, m.spath("next"), b"B" * (3 * MIB))
+    os.stat(m.p("big"))
+    server.reset_stats()
+    # the first answer stops half-way; the file is replaced (atomically:
+    # that answer's first half is surely the old version) before the rest
+    # is asked for
+    server.set_faults(next=1, kinds=["cut"], delay_ms=1500, path="/files/download")
+    got = {}
+
+    def reader():
+        try:
+            with open(m.p("big"), "rb") as f:
+                got["data"] = f.read()
+        except OSError as e:
+            got["err"] = e
+
+    t = threading.Thread(target=reader)
+    try:
+        t.start()
+        wait_for(lambda: count(server, sid, "GET /files/download") >= 1, "the download")
+        code, _, err = server.run(sid, "mv %s %s" % (m.spath("next"), m.spath("big")))
+        assert code == 0, err
+        t.join(60)
+    finally:
+        server.clear_faults()
+    assert "data" not in got, "read %s" % sorted(set(got["data"]))
+    assert got["err"].errno == errno.ESTALE
+    assert count(server, sid, "GET /files/download") >= 2  # it did resume

@@ -12,6 +12,9 @@ the rule's kinds, chosen at random:
   500          execd's JSON error {"code":"RUNTIME_ERROR","message":"injected fault"}
   502/503/504  a gateway's text/plain error page
   delay        wait delay_ms, then serve normally
+  cut          serve a download, but send only the first half of its body,
+               wait delay_ms, then close with an RST (a transfer broken
+               mid-way; other requests are served whole)
 
 "next": N makes the next N matching requests fail; after those, "rate" (a
 fraction) applies.  Counting: every request that reaches a listener is counted
@@ -22,7 +25,7 @@ import random
 import re
 import threading
 
-KINDS = ("reset", "reset_after", "500", "502", "503", "504", "delay")
+KINDS = ("reset", "reset_after", "500", "502", "503", "504", "delay", "cut")
 
 
 class FaultRule:

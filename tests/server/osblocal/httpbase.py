@@ -207,6 +207,7 @@ class Handler(BaseHTTPRequestHandler):
     def setup(self):
         super().setup()
         self.null_output = False
+        self.cut_ms = None
 
     def log_message(self, fmt, *args):
         if getattr(self.server.app, "verbose", False):
@@ -283,6 +284,7 @@ class Handler(BaseHTTPRequestHandler):
         self.started = False
         self.chunked_out = False
         self.null_output = False
+        self.cut_ms = None
         self.t0 = time.monotonic()
         try:
             self._prepare()
@@ -384,6 +386,9 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "reset_after":
             self.wfile = NullWriter()
             self.null_output = True
+            return False
+        if kind == "cut":
+            self.cut_ms = delay_ms
             return False
         self.close_connection = True
         if kind == "500":
