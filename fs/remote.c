@@ -727,14 +727,14 @@ int remote_rename(struct osbfs *fs, const char *src, const char *dst,
 		rc = remote_enter(fs);
 		if (rc)
 			return rc;
-		bool repeated = false;
-		rc = osb_file_move(fs->sb, &m, 1, &err);
-		while (rc && again(fs, rc)) {
-			repeated = true;
+		do {
 			rc = osb_file_move(fs->sb, &m, 1, &err);
-		}
-		if (rc == -ENOENT && repeated && moved(fs, src, dst))
-			rc = 0; /* the first attempt did it after all */
+		} while (rc && again(fs, rc));
+		/* the source was there when the caller looked: a "not found"
+		 * after a repeat (a resume, a resent request) may be our own
+		 * first attempt's doing */
+		if (rc == -ENOENT && moved(fs, src, dst))
+			rc = 0;
 		if (rc != -EEXIST)
 			return rc ? fail(rc, &err, "rename", src) : 0;
 		/* the destination exists after all: replace it below */
