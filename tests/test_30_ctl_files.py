@@ -8,10 +8,12 @@ import re
 import subprocess
 import time
 
+import pytest
+
 from mounthelp import make_mount, mount  # noqa: F401
 from osbtest import http_request
-from test_3_jobhelp import (expect_errno, info, last_error, osb, read,
-                            read_bytes, start, wait, write)
+from test_3_jobhelp import (expect_errno, info, kill_quietly, last_error, osb, read,
+                            read_bytes, start, status, wait, write)
 
 ROOT_FILES = {"README", "info", "ctl", "egress", "log", "run", "jobs"}
 
@@ -43,9 +45,76 @@ def log_lines(m, word):
 
 def test_control_dir_lists_its_files(mount, server):
     assert set(os.listdir(osb(mount))) == ROOT_FILES
-    assert ".osb" in os.listdir(mount.p())
     # it exists only in the mount, never in the sandbox
     assert server.stat(mount.sandbox_id, mount.spath(".osb")) is None
+
+
+def test_control_dir_is_reachable_by_name_but_not_listed(mount):
+    with open(mount.p("f.txt"), "w") as f:
+        f.write("x")
+    assert os.listdir(mount.p()) == ["f.txt"]
+    assert [e.name for e in os.scandir(mount.p())] == ["f.txt"]
+    assert os.path.isdir(osb(mount))
+    assert set(os.listdir(osb(mount))) == ROOT_FILES
+    r = subprocess.run(["ls", "-la", mount.p()], capture_output=True, text=True, check=True)
+    assert ".osb" not in r.stdout
+    r = subprocess.run(["cat", osb(mount, "info")], capture_output=True, text=True, check=True)
+    assert json.loads(r.stdout)["sandbox_id"] == mount.sandbox_id
+
+
+def test_wait_is_reachable_by_name_but_not_listed(mount):
+    jid = start(mount, "exit 4")
+    names = set(os.listdir(osb(mount, "jobs", jid)))
+    assert "wait" not in names and {"stdout", "status", "ctl"} <= names
+    r = subprocess.run(["cat", osb(mount, "jobs", jid, "wait")], capture_output=True,
+                       text=True, timeout=120, check=True)
+    assert r.stdout == "exited 4\n"
+    assert os.stat(osb(mount, "jobs", jid, "wait")).st_size == len("exited 4\n")
+
+
+# what walks a whole tree and reads every file in it
+WALKERS = {
+    "grep": ["grep", "-r", "no such text"],
+    "tar": ["tar", "-cf", "-"],
+    "find": ["find"],
+}
+
+
+@pytest.mark.parametrize("tool", sorted(WALKERS))
+def test_recursive_readers_finish_while_a_job_runs(mount, tool):
+    with open(mount.p("a.txt"), "w") as f:
+        f.write("some text\n")
+    jid = start(mount, "sleep 60")
+    try:
+        for top in (mount.p(), osb(mount), osb(mount, "jobs", jid)):
+            r = subprocess.run(WALKERS[tool] + [top], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=30)
+            out = r.stdout.decode(errors="replace")
+            if tool == "find":
+                assert r.returncode == 0, r.stderr
+                assert osb(mount, "jobs", jid, "stdout") in out.split("\n") or top == mount.p()
+                assert "/wait" not in out
+            if tool == "tar":
+                assert b"some text" in r.stdout or top != mount.p()
+        assert status(mount, jid) == "running"
+    finally:
+        kill_quietly(mount, jid)
+
+
+def test_reading_a_running_jobs_files_to_the_end_does_not_block(mount):
+    jid = start(mount, "echo started; sleep 60")
+    try:
+        for name in ("stdout", "stderr", "status", "exit_code", "info", "cmd"):
+            r = subprocess.run(["cat", osb(mount, "jobs", jid, name)], capture_output=True,
+                               timeout=30)
+            assert r.returncode == 0, (name, r.stderr)
+        for name in ("run", "info", "README", "log", "egress"):
+            r = subprocess.run(["cat", osb(mount, name)], capture_output=True, timeout=30)
+            assert r.returncode == 0, (name, r.stderr)
+        # reading run without writing starts nothing
+        assert info(mount)["jobs"]["total"] == 1
+    finally:
+        kill_quietly(mount, jid)
 
 
 def test_control_dir_option_renames_the_tree(make_mount, server):
