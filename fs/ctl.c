@@ -163,7 +163,10 @@ bool ctl_latest_id(struct ctl *c, char *buf, size_t size)
 	return true;
 }
 
-/* The mode of each kind: who may read (0444) and write (0200) it. */
+/* The mode of each kind: who may read (0444) and write (0200) it. Under
+ * allow_other the kernel checks these (options.c adds
+ * default_permissions): nothing here is writable but by the owner, so no
+ * other user runs a command, signals a job or changes the sandbox. */
 static const mode_t modes[] = {
 	[K_ROOT] = S_IFDIR | 0755,   [K_README] = S_IFREG | 0444,
 	[K_INFO] = S_IFREG | 0444,   [K_CTL] = S_IFREG | 0200,

@@ -3,6 +3,11 @@
  *
  * `-o` options are split by libfuse's fuse_opt; those not in the table
  * below (allow_other, fsname=...) pass through to libfuse.
+ *
+ * allow_other implies default_permissions: osbfs checks no permission
+ * itself, so without the kernel checking the modes osbfs reports, every
+ * local user could read every file of the mount and run commands in the
+ * sandbox through .osb/run.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -201,6 +206,8 @@ struct parse_ctx {
 	int npos;
 	char *pos[2];
 	int rc;
+	bool allow_other;            /* libfuse options seen */
+	bool default_permissions;
 };
 
 enum { KEY_FOREGROUND, KEY_DEBUG, KEY_SINGLE, KEY_HELP, KEY_VERSION };
@@ -276,11 +283,21 @@ static int proc(void *data, const char *arg, int key,
 			ctx->rc = -EINVAL;
 			return -1;
 		}
+		if (strcmp(arg, "allow_other") == 0)
+			ctx->allow_other = true;
+		if (strcmp(arg, "default_permissions") == 0)
+			ctx->default_permissions = true;
 		return 1; /* a libfuse option */
 	}
 	default:
 		return 1;
 	}
+}
+
+static void free_pos(struct parse_ctx *ctx)
+{
+	for (int i = 0; i < ctx->npos; i++)
+		free(ctx->pos[i]);
 }
 
 static int set_defaults(struct osbfs_options *o)
@@ -363,16 +380,19 @@ int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
 	if (rc)
 		return rc;
 	if (fuse_opt_parse(&o->fuse_args, &ctx, fuse_keys, proc) == -1) {
-		for (int i = 0; i < ctx.npos; i++)
-			free(ctx.pos[i]);
+		free_pos(&ctx);
 		if (!msg[0])
 			snprintf(msg, msg_size, "cannot parse the options");
 		return ctx.rc ? ctx.rc : -EINVAL;
 	}
 	if (o->show_help || o->show_version) {
-		for (int i = 0; i < ctx.npos; i++)
-			free(ctx.pos[i]);
+		free_pos(&ctx);
 		return 0;
+	}
+	if (ctx.allow_other && !ctx.default_permissions &&
+	    fuse_opt_add_arg(&o->fuse_args, "-odefault_permissions") != 0) {
+		free_pos(&ctx);
+		return -ENOMEM;
 	}
 	if (ctx.npos == 0) {
 		snprintf(msg, msg_size, "no mount point given");

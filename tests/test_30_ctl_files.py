@@ -5,7 +5,9 @@ import errno
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -396,3 +398,64 @@ def test_egress_without_a_sidecar_explains_itself(mount):
     assert text["sidecar"] is False and "no egress sidecar" in text["message"]
     expect_errno(errno.EOPNOTSUPP, write, osb(mount, "egress"), "allow pypi.org\n")
     assert "no egress sidecar" in last_error(mount)
+
+
+# ---- allow_other ----
+
+@pytest.fixture
+def shared_dir():
+    """A directory every local user can reach (pytest's tmp dirs are 0700)."""
+    d = tempfile.mkdtemp(prefix="osbfs-shared-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def as_nobody(op, path, data=None):
+    """open(2) of @path as user nobody: for reading (op "r": the bytes
+    read) or for writing @data (op "w"); an errno name on failure."""
+    code = ("import errno, os, sys\n"
+            "try:\n"
+            "    if sys.argv[1] == 'r':\n"
+            "        sys.stdout.write(open(sys.argv[2]).read())\n"
+            "    else:\n"
+            "        fd = os.open(sys.argv[2], os.O_WRONLY | os.O_TRUNC)\n"
+            "        os.write(fd, sys.argv[3].encode())\n"
+            "        os.close(fd)\n"
+            "        print('written')\n"
+            "except OSError as e:\n"
+            "    print(errno.errorcode[e.errno])\n")
+    argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+            "/usr/bin/python3", "-c", code, op, path] + ([data] if data is not None else [])
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_allow_other_checks_modes_for_other_users(make_mount, shared_dir):
+    m = make_mount(options=["allow_other"], workdir=shared_dir)
+    for name, mode in (("secret.txt", 0o600), ("public.txt", 0o644)):
+        with open(m.p(name), "w") as f:
+            f.write("text of %s\n" % name)
+        os.chmod(m.p(name), mode)
+    assert as_nobody("r", m.p("secret.txt")) == "EACCES"
+    assert as_nobody("r", m.p("public.txt")) == "text of public.txt"
+    assert as_nobody("w", m.p("public.txt"), "mine now") == "EACCES"
+    assert read(m.p("public.txt")) == "text of public.txt\n"
+
+
+def test_allow_other_keeps_other_users_out_of_the_control_files(make_mount, shared_dir):
+    m = make_mount(options=["allow_other"], workdir=shared_dir)
+    jid = start(m, "sleep 60")
+    try:
+        assert as_nobody("w", osb(m, "run"), "touch /workspace/pwned") == "EACCES"
+        assert as_nobody("w", osb(m, "ctl"), "pause") == "EACCES"
+        assert as_nobody("w", osb(m, "egress"), "allow example.com") == "EACCES"
+        assert as_nobody("w", osb(m, "jobs", jid, "ctl"), "kill") == "EACCES"
+        assert info(m)["jobs"] == {"running": 1, "total": 1}
+        assert info(m)["state"] == "Running"
+        assert not os.path.exists(m.p("pwned"))
+        # what is only read stays readable
+        assert json.loads(as_nobody("r", osb(m, "info")))["sandbox_id"] == m.sandbox_id
+    finally:
+        kill_quietly(m, jid)
