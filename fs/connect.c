@@ -2,8 +2,9 @@
  * connect.c - from the command line to a running sandbox: the client
  * (connection settings), then the sandbox (reconnect by id, find or
  * create by name label, or create), waiting until it runs and execd
- * answers, and the mounted directory made if missing. Every failure is
- * one line naming the cause and the URL tried.
+ * answers, and the mounted directory made if missing (an existing one is
+ * mounted as it is, read-only or not). Every failure is one line naming
+ * the cause and the URL tried.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -377,11 +378,16 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 	if (!rc)
 		rc = osb_wait_ready(fs->sb, READY_WAIT_MS, &err);
 	if (!rc) {
-		/* the mounted directory: made if missing, must be one */
+		/* the mounted directory: made if missing, must be one. Made
+		 * only when missing: making an existing one chmods it, which
+		 * a read-only one (/usr) refuses */
 		struct osb_stat st;
-		rc = osb_dir_make(fs->sb, o->dir, 0, NULL, NULL, &err);
-		if (!rc)
-			rc = osb_file_stat(fs->sb, o->dir, &st, &err);
+		rc = osb_file_stat(fs->sb, o->dir, &st, &err);
+		if (rc == -ENOENT) {
+			rc = osb_dir_make(fs->sb, o->dir, 0, NULL, NULL, &err);
+			if (!rc)
+				rc = osb_file_stat(fs->sb, o->dir, &st, &err);
+		}
 		if (!rc) {
 			if (st.type != OSB_DIR) {
 				snprintf(err.message, sizeof(err.message),
