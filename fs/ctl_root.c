@@ -38,13 +38,12 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	struct osbfs *fs = c->fs;
 	struct life_info li;
 	struct wb_stats wb;
-	char last[1024];
 	long long last_when = 0;
 	size_t running, total;
 
 	life_get(fs, &li);
 	wb_get_stats(fs, &wb);
-	log_last_error(last, sizeof(last), &last_when);
+	char *last = log_last_error(&last_when);
 	jobs_counts(c->jobs, &running, &total);
 
 	int rc = text_adds(out, "{\"sandbox_id\":");
@@ -81,9 +80,11 @@ int ctl_info_json(struct ctl *c, struct text *out)
 				   ",\"jobs\":{\"running\":%zu,\"total\":%zu}",
 				   running, total);
 	rc = rc ? rc : text_adds(out, ",\"last_error\":");
-	rc = rc ? rc : text_json_str(out, last[0] ? last : NULL);
+	rc = rc ? rc : text_json_str(out, last && last[0] ? last : NULL);
 	rc = rc ? rc : text_adds(out, ",\"last_error_at\":");
-	rc = rc ? rc : json_unix_time(out, last[0] ? (time_t)last_when : 0);
+	rc = rc ? rc : json_unix_time(out, last && last[0] ?
+						   (time_t)last_when : 0);
+	free(last);
 	return rc ? rc : text_adds(out, "}\n");
 }
 

@@ -288,5 +288,6 @@ out:
 	pthread_rwlock_destroy(&fs.path_lock);
 	pthread_mutex_destroy(&fs.statfs_lock);
 	options_release(&opt);
+	log_flush();
 	return status;
 }

@@ -349,6 +349,55 @@ def test_log_shows_recent_lines(mount):
     assert "frobnicate" in lines[-1]
 
 
+def test_log_keeps_a_long_path_and_the_reason_after_it(make_mount, server):
+    m = make_mount(options=["writeback_delay=600s"])
+    # a path of about 4 KiB (each name at most 255 bytes)
+    parts = ["d%02d" % i + "x" * 246 for i in range(15)]
+    os.makedirs(m.p(*parts))
+    long_path = m.spath(*parts, "f.txt")
+    assert len(long_path) > 3700
+    with open(m.p(*parts, "f.txt"), "w") as f:
+        f.write("x")
+    server.set_faults(path="/files/upload", kinds=["500"], rate=1.0)
+    try:
+        expect_errno(errno.EIO, write, osb(m, "ctl"), "sync")
+    finally:
+        server.clear_faults()
+    lines = [l for l in read(osb(m, "log")).splitlines() if "upload of 1 file(s) failed" in l]
+    assert lines, read(osb(m, "log"))[-3000:]
+    assert long_path in lines[0]
+    assert lines[0].endswith("kept locally and retried"), lines[0][-200:]
+    assert [l for l in m.log().splitlines() if long_path in l and l.endswith("retried")]
+    write(osb(m, "ctl"), "sync")
+
+
+def repeated(lines):
+    """How many times the lines say their message came: 1 each, or N + 1
+    for "... (repeated N times)"."""
+    n = 0
+    for l in lines:
+        r = re.search(r" \(repeated (\d+) times\)$", l)
+        n += int(r.group(1)) if r else 1
+    return n
+
+
+def test_log_collapses_a_message_repeated_in_a_loop(mount):
+    for _ in range(2000):
+        expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "frobnicate")
+    # what a loop repeats costs a few lines, and says how many it stands for
+    lines = log_lines(mount, '"frobnicate"')
+    assert len(lines) <= 4, lines
+    assert repeated(lines) == 2000, lines
+    # a different message after the storm
+    expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "other")
+    lines = log_lines(mount, '"frobnicate"')
+    assert len(lines) <= 4 and repeated(lines) == 2000, lines
+    assert '"other"' in read(osb(mount, "log")).splitlines()[-1]
+    stderr = [l for l in mount.log().splitlines() if '"frobnicate"' in l]
+    assert len(stderr) <= 4 and repeated(stderr) == 2000, stderr
+    assert 'unknown command "frobnicate"' in last_error(mount) or '"other"' in last_error(mount)
+
+
 # ---- egress ----
 
 POLICY = {"defaultAction": "deny", "egress": [{"action": "allow", "target": "pypi.org"}]}
