@@ -212,13 +212,6 @@ static int find_by_name(struct osbfs *fs, const char *name, char **ret_id,
 	return 0;
 }
 
-static void sleep_ms_(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
-}
-
 static int check_label(const char *v, char *msg, size_t msg_size)
 {
 	size_t n = strlen(v);
@@ -276,7 +269,7 @@ static int by_name(struct osbfs *fs, char **ret_id, bool *ret_created,
 				  msg_size);
 		if (rc || mono_ms() >= until)
 			break;
-		sleep_ms_(250);
+		mono_sleep_ms(250);
 	}
 	if (!rc && id && strcmp(id, info.id) != 0) {
 		log_info("another mount made sandbox %s named %s first; "
