@@ -210,7 +210,14 @@ struct parse_ctx {
 	bool default_permissions;
 };
 
-enum { KEY_FOREGROUND, KEY_DEBUG, KEY_SINGLE, KEY_HELP, KEY_VERSION };
+enum {
+	KEY_FOREGROUND,
+	KEY_DEBUG,
+	KEY_SINGLE,
+	KEY_HELP,
+	KEY_VERSION,
+	KEY_UNMOUNT,
+};
 
 static const struct fuse_opt fuse_keys[] = {
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
@@ -221,6 +228,7 @@ static const struct fuse_opt fuse_keys[] = {
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
 	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("-u", KEY_UNMOUNT),
 	FUSE_OPT_END,
 };
 
@@ -246,6 +254,9 @@ static int proc(void *data, const char *arg, int key,
 		return 0;
 	case KEY_VERSION:
 		ctx->o->show_version = true;
+		return 0;
+	case KEY_UNMOUNT:
+		ctx->o->unmount = true;
 		return 0;
 	case FUSE_OPT_KEY_NONOPT:
 		if (ctx->npos >= 2) {
@@ -399,6 +410,11 @@ int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
 		return -EINVAL;
 	}
 	o->mountpoint = ctx.pos[ctx.npos - 1];
+	if (o->unmount && ctx.npos != 1) {
+		snprintf(msg, msg_size, "osbfs -u takes the mount point only");
+		free(ctx.pos[0]);
+		return -EINVAL;
+	}
 	if (ctx.npos == 2) {
 		rc = split_source(o, ctx.pos[0], msg, msg_size);
 		free(ctx.pos[0]);
@@ -467,5 +483,17 @@ void options_usage(const char *prog)
 		       table[i].def ? " [" : "", table[i].def ? table[i].def : "",
 		       table[i].def ? "]" : "");
 	}
-	printf("\nUnmount with: fusermount3 -u MOUNTPOINT\n");
+	printf("\n"
+	       "allow_other (a libfuse option: other users may use the mount)\n"
+	       "implies default_permissions: the kernel checks the file modes.\n"
+	       "\n"
+	       "usage: %s -u [-o control_dir=NAME] MOUNTPOINT\n\n"
+	       "Unmounts after uploading every file written (progress shown if\n"
+	       "it takes a while), waits for the daemon to exit, and names what\n"
+	       "did not reach the sandbox and where it is kept (the next mount\n"
+	       "of the sandbox with the same cache_dir uploads it). Exits 0\n"
+	       "when the sandbox has everything. `fusermount3 -u MOUNTPOINT`\n"
+	       "returns at once instead: the daemon uploads what is left in\n"
+	       "the background, and logs what it could not to syslog.\n",
+	       prog);
 }

@@ -54,6 +54,9 @@ struct osbfs_options {
 	int64_t cache_max_size;
 	char *control_dir;      /* name of the control tree */
 
+	/* osbfs -u MOUNTPOINT: flush, unmount, wait, report (umount.c) */
+	bool unmount;
+
 	/* FUSE */
 	bool foreground;
 	bool debug;

@@ -176,8 +176,10 @@ def test_info_describes_the_sandbox(mount, server):
     assert i["endpoint"].startswith("http://127.0.0.1:")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", i["created_at"])
     assert i["expires_at"] > i["created_at"]
-    assert set(i["cache"]) == {"dirty_files", "dirty_bytes", "uploading", "uploaded_files",
-                               "uploaded_bytes", "failed_uploads", "conflicts"}
+    assert set(i["cache"]) == {"dir", "pending", "dirty_files", "dirty_bytes", "uploading",
+                               "uploaded_files", "uploaded_bytes", "failed_uploads",
+                               "conflicts"}
+    assert i["pid"] == mount.proc.pid
     assert i["jobs"] == {"running": 0, "total": 0}
     assert i["last_error"] is None
 
