@@ -74,31 +74,38 @@ def test_wait_is_reachable_by_name_but_not_listed(mount):
     assert os.stat(osb(mount, "jobs", jid, "wait")).st_size == len("exited 4\n")
 
 
-# what walks a whole tree and reads every file in it
+# what walks a whole tree and reads every file in it (tar reads st_size
+# bytes of each file; cp and grep read to the end)
 WALKERS = {
-    "grep": ["grep", "-r", "no such text"],
-    "tar": ["tar", "-cf", "-"],
-    "find": ["find"],
+    "grep": lambda top, dest: ["grep", "-r", "no such text", top],
+    "tar": lambda top, dest: ["tar", "-cf", "-", top],
+    "find": lambda top, dest: ["find", top],
+    "cp": lambda top, dest: ["cp", "-r", top, dest],
 }
 
 
 @pytest.mark.parametrize("tool", sorted(WALKERS))
-def test_recursive_readers_finish_while_a_job_runs(mount, tool):
+def test_recursive_readers_finish_while_a_job_runs(mount, tool, tmp_path):
     with open(mount.p("a.txt"), "w") as f:
         f.write("some text\n")
     jid = start(mount, "sleep 60")
     try:
-        for top in (mount.p(), osb(mount), osb(mount, "jobs", jid)):
-            r = subprocess.run(WALKERS[tool] + [top], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, timeout=30)
-            out = r.stdout.decode(errors="replace")
-            if tool == "find":
-                assert r.returncode == 0, r.stderr
-                assert osb(mount, "jobs", jid, "stdout") in out.split("\n") or top == mount.p()
-                assert "/wait" not in out
-            if tool == "tar":
-                assert b"some text" in r.stdout or top != mount.p()
+        outs = {}
+        for i, top in enumerate((mount.p(), osb(mount), osb(mount, "jobs", jid))):
+            # a reader that blocked on the job would wait for its 60 s
+            r = subprocess.run(WALKERS[tool](top, str(tmp_path / ("copy%d" % i))),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=40)
+            outs[top] = r.stdout.decode(errors="replace")
         assert status(mount, jid) == "running"
+        if tool == "find":
+            assert outs[mount.p()].split() == [mount.p(), mount.p("a.txt")]
+            assert osb(mount, "jobs", jid, "stdout") in outs[osb(mount)].split("\n")
+            assert "/wait" not in outs[osb(mount)]
+        if tool == "tar":
+            assert "some text" in outs[mount.p()]
+        if tool == "cp":
+            assert sorted(os.listdir(tmp_path / "copy0")) == ["a.txt"]
+            assert "stdout" in os.listdir(tmp_path / "copy2")
     finally:
         kill_quietly(mount, jid)
 
