@@ -55,6 +55,22 @@ def test_osbfs_u_leaves_every_byte_in_the_sandbox(make_mount, server):
         assert server.read_file(m.sandbox_id, m.spath(name)) == data, name
 
 
+def test_osbfs_u_shows_progress_when_uploads_take_a_while(make_mount, server):
+    m = make_mount(options=["writeback_delay=600s"])
+    write_files(m, {"slow.txt": b"slow"})
+    server.set_faults(path="/files/upload", kinds=["delay"], delay_ms=3000, rate=1.0)
+    try:
+        r = osbfs_u(m)
+    finally:
+        server.clear_faults()
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert "uploading to sandbox %s: 1 file(s), 4 bytes to go" % m.sandbox_id in lines[0]
+    assert lines[-1].endswith("sandbox %s has every file written" % m.sandbox_id)
+    assert server.read_file(m.sandbox_id, m.spath("slow.txt")) == b"slow"
+    assert reap(m) == 0
+
+
 def test_osbfs_u_with_the_server_down_names_the_pending_file(make_server, make_mount):
     srv = make_server()
     m = make_mount(srv=srv, options=["writeback_delay=600s", "request_timeout=3s"])
