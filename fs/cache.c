@@ -3,7 +3,8 @@
  * (see cache.h).
  *
  * Layout of CACHE_DIR/<sandbox id>/:
- *   lock          flock'ed by the running mount (one mount per cache)
+ *   lock          flock'ed by the running mount (one mount per cache),
+ *                 saying who it is (holder.h)
  *   files/<id>    content, sparse; <id> is 16 hex digits
  *   journal       records of the files with changes not yet uploaded
  *
@@ -16,12 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cache.h"
+#include "holder.h"
 #include "journal.h"
 #include "log.h"
 #include "node.h"
@@ -85,8 +86,8 @@ static void sweep_clean(struct cache *c)
 }
 
 int cache_init(struct cache *c, const char *cache_dir,
-	       const char *sandbox_id, int64_t max_size, char *msg,
-	       size_t msg_size)
+	       const char *sandbox_id, int64_t max_size, struct holder *h,
+	       char *msg, size_t msg_size)
 {
 	char path[4096];
 	int rc;
@@ -106,19 +107,10 @@ int cache_init(struct cache *c, const char *cache_dir,
 			 strerror(-rc));
 		return rc;
 	}
-	snprintf(path, sizeof(path), "%s/lock", c->dir);
-	int lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
-		rc = -errno;
-		snprintf(msg, msg_size,
-			 "cache dir %s is in use by another osbfs mount of "
-			 "this sandbox (%s)",
-			 c->dir, strerror(-rc));
-		if (lockfd >= 0)
-			close(lockfd);
-		return rc == -EWOULDBLOCK ? -EBUSY : rc;
-	}
-	/* lockfd stays open (and locked) for the life of the process */
+	/* nothing below is touched before the lock is ours */
+	rc = holder_take(h, c->dir, msg, msg_size);
+	if (rc)
+		return rc;
 	c->dir_fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	snprintf(path, sizeof(path), "%s/files", c->dir);
 	rc = c->dir_fd < 0 ? -errno : mkdir_p(path, 0700);

@@ -125,10 +125,14 @@ struct cache {
 	size_t nall, all_cap;
 };
 
-/* Makes CACHE_DIR/<id>/{files,dirty}; removes clean leftovers. */
+/* Makes CACHE_DIR/<id>/{files,dirty}; removes clean leftovers. Takes
+ * the dir's lock with @h first (holder_take(): it may wait for a daemon
+ * finishing its uploads; -EBUSY if another mount uses the dir); the
+ * caller lets it go with holder_release() after cache_release(). */
+struct holder;
 int cache_init(struct cache *c, const char *cache_dir,
-	       const char *sandbox_id, int64_t max_size, char *msg,
-	       size_t msg_size);
+	       const char *sandbox_id, int64_t max_size, struct holder *h,
+	       char *msg, size_t msg_size);
 void cache_release(struct cache *c);
 
 /* n->cf, made if missing. Caller holds the node lock. NULL on ENOMEM. */

@@ -2,8 +2,9 @@
  * connect.c - from the command line to a running sandbox: the client
  * (connection settings), then the sandbox (reconnect by id, find or
  * create by name label, or create), waiting until it runs and execd
- * answers, and the mounted directory made if missing. Every failure is
- * one line naming the cause and the URL tried.
+ * answers, and the mounted directory made if missing (an existing one is
+ * mounted as it is, read-only or not). Every failure is one line naming
+ * the cause and the URL tried.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -211,13 +212,6 @@ static int find_by_name(struct osbfs *fs, const char *name, char **ret_id,
 	return 0;
 }
 
-static void sleep_ms_(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
-}
-
 static int check_label(const char *v, char *msg, size_t msg_size)
 {
 	size_t n = strlen(v);
@@ -275,7 +269,7 @@ static int by_name(struct osbfs *fs, char **ret_id, bool *ret_created,
 				  msg_size);
 		if (rc || mono_ms() >= until)
 			break;
-		sleep_ms_(250);
+		mono_sleep_ms(250);
 	}
 	if (!rc && id && strcmp(id, info.id) != 0) {
 		log_info("another mount made sandbox %s named %s first; "
@@ -377,11 +371,16 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 	if (!rc)
 		rc = osb_wait_ready(fs->sb, READY_WAIT_MS, &err);
 	if (!rc) {
-		/* the mounted directory: made if missing, must be one */
+		/* the mounted directory: made if missing, must be one. Made
+		 * only when missing: making an existing one chmods it, which
+		 * a read-only one (/usr) refuses */
 		struct osb_stat st;
-		rc = osb_dir_make(fs->sb, o->dir, 0, NULL, NULL, &err);
-		if (!rc)
-			rc = osb_file_stat(fs->sb, o->dir, &st, &err);
+		rc = osb_file_stat(fs->sb, o->dir, &st, &err);
+		if (rc == -ENOENT) {
+			rc = osb_dir_make(fs->sb, o->dir, 0, NULL, NULL, &err);
+			if (!rc)
+				rc = osb_file_stat(fs->sb, o->dir, &st, &err);
+		}
 		if (!rc) {
 			if (st.type != OSB_DIR) {
 				snprintf(err.message, sizeof(err.message),

@@ -28,15 +28,18 @@
 #define LOOKUP_REFRESH_MS 0
 
 const struct ctl_named ctl_root_files[] = {
-	{ "README", K_README }, { "info", K_INFO }, { "ctl", K_CTL },
-	{ "egress", K_EGRESS }, { "log", K_LOG },   { "run", K_RUN },
-	{ "jobs", K_JOBS },
+	{ "README", K_README, false }, { "info", K_INFO, false },
+	{ "ctl", K_CTL, false },       { "egress", K_EGRESS, false },
+	{ "log", K_LOG, false },       { "run", K_RUN, false },
+	{ "jobs", K_JOBS, false },
 };
 
+/* wait is not listed: its read blocks while the job runs */
 const struct ctl_named ctl_job_files[] = {
-	{ "cmd", K_JCMD },	   { "status", K_JSTATUS }, { "exit_code", K_JEXIT },
-	{ "stdout", K_JSTDOUT }, { "stderr", K_JSTDERR }, { "wait", K_JWAIT },
-	{ "ctl", K_JCTL },	   { "info", K_JINFO },
+	{ "cmd", K_JCMD, false },        { "status", K_JSTATUS, false },
+	{ "exit_code", K_JEXIT, false }, { "stdout", K_JSTDOUT, false },
+	{ "stderr", K_JSTDERR, false },  { "wait", K_JWAIT, true },
+	{ "ctl", K_JCTL, false },        { "info", K_JINFO, false },
 };
 
 const size_t ctl_nroot = sizeof(ctl_root_files) / sizeof(ctl_root_files[0]);
@@ -160,7 +163,10 @@ bool ctl_latest_id(struct ctl *c, char *buf, size_t size)
 	return true;
 }
 
-/* The mode of each kind: who may read (0444) and write (0200) it. */
+/* The mode of each kind: who may read (0444) and write (0200) it. Under
+ * allow_other the kernel checks these (options.c adds
+ * default_permissions): nothing here is writable but by the owner, so no
+ * other user runs a command, signals a job or changes the sandbox. */
 static const mode_t modes[] = {
 	[K_ROOT] = S_IFDIR | 0755,   [K_README] = S_IFREG | 0444,
 	[K_INFO] = S_IFREG | 0444,   [K_CTL] = S_IFREG | 0200,
@@ -275,34 +281,6 @@ void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st)
 	}
 }
 
-/* ---- the root entry, in the mount's root directory ---- */
-
-void ctl_root_entry(struct fuse_entry_param *e)
-{
-	memset(e, 0, sizeof(*e));
-	e->ino = CTL_INO_BASE;
-	e->attr.st_ino = CTL_INO_BASE;
-	e->attr.st_mode = S_IFDIR | 0755;
-	e->attr.st_nlink = 2;
-	e->attr_timeout = FIXED_TIMEOUT;
-	e->entry_timeout = FIXED_TIMEOUT;
-}
-
-void ctl_root_entry_taken(void)
-{
-	/* inodes here need no lookup count: nothing to do */
-}
-
-void ctl_lookup_root(fuse_req_t req)
-{
-	struct ctl *c = ctl_of(req);
-	struct ctl_node n = { K_ROOT, NULL };
-	struct fuse_entry_param e;
-	ctl_root_entry(&e);
-	ctl_node_stat(c, &n, &e.attr);
-	fuse_reply_entry(req, &e);
-}
-
 static bool is_live_kind(enum ctl_kind k)
 {
 	return k != K_ROOT && k != K_JOBS && k != K_JOB && k != K_README;
@@ -323,6 +301,12 @@ void ctl_reply_entry(fuse_req_t req, struct ctl *c, const struct ctl_node *n)
 	struct fuse_entry_param e;
 	ctl_entry_fill(c, n, &e);
 	fuse_reply_entry(req, &e);
+}
+
+void ctl_lookup_root(fuse_req_t req)
+{
+	struct ctl_node n = { K_ROOT, NULL };
+	ctl_reply_entry(req, ctl_of(req), &n);
 }
 
 static int find_named(const struct ctl_named *t, size_t n, const char *name,

@@ -20,11 +20,11 @@ void ctl_release_all(struct osbfs *fs);
 
 bool ctl_is_ino(fuse_ino_t ino);
 fuse_ino_t ctl_root_ino(void);
-/* The entry of the control dir in the root listing (readdirplus). */
-void ctl_root_entry(struct fuse_entry_param *e);
-/* The kernel took a lookup reference on that entry. */
-void ctl_root_entry_taken(void);
 
+/* Lookup of the control dir's name in the mount's root. The root's
+ * listing leaves the control dir out, as ZFS its .zfs: a program that
+ * walks the mount (grep -r, tar, find, indexers, backups) never enters
+ * it, while a path naming it (cd, ls, cat) works. */
 void ctl_lookup_root(fuse_req_t req);
 void ctl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
 void ctl_forget(fuse_ino_t ino, uint64_t nlookup);

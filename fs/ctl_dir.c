@@ -2,6 +2,12 @@
  * ctl_dir.c - the control tree's directories: listings (a snapshot made
  * at opendir, jobs oldest first), and mkdir/rmdir in jobs/ (named jobs;
  * forgetting a job). Other directories refuse changes with EPERM.
+ *
+ * A job's `wait` is reachable by name but not listed (ctl_named's
+ * unlisted), as the control dir itself is left out of the mount's root
+ * listing (ZFS hides its .zfs so): a program that walks the tree and
+ * reads every file (grep -r, backups, indexers) never comes across the
+ * one file whose read blocks while the job runs.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -89,9 +95,12 @@ void ctl_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = snap_add(d, &cap, ctl_root_files[i].name,
 			      ctl_ino(ctl_root_files[i].kind, NULL),
 			      ctl_root_files[i].kind == K_JOBS ? S_IFDIR : S_IFREG);
-	for (size_t i = 0; !rc && n.kind == K_JOB && i < ctl_njob; i++)
+	for (size_t i = 0; !rc && n.kind == K_JOB && i < ctl_njob; i++) {
+		if (ctl_job_files[i].unlisted)
+			continue;
 		rc = snap_add(d, &cap, ctl_job_files[i].name,
 			      ctl_ino(ctl_job_files[i].kind, n.job), S_IFREG);
+	}
 	if (!rc && n.kind == K_JOBS)
 		rc = snap_jobs(c, d, &cap);
 	ctl_node_put(c, &n);

@@ -95,6 +95,9 @@ struct ctl_fh {
 struct ctl_named {
 	const char *name;
 	enum ctl_kind kind;
+	bool unlisted;               /* found by lookup, left out of readdir
+					(a read that blocks: a tree walker must
+					not come across it) */
 };
 extern const struct ctl_named ctl_root_files[];
 extern const size_t ctl_nroot;

@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctl_i.h"
+#include "holder.h"
 #include "life.h"
 #include "log.h"
 #include "ops.h"
@@ -38,16 +40,19 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	struct osbfs *fs = c->fs;
 	struct life_info li;
 	struct wb_stats wb;
-	char last[1024];
 	long long last_when = 0;
 	size_t running, total;
 
 	life_get(fs, &li);
 	wb_get_stats(fs, &wb);
-	log_last_error(last, sizeof(last), &last_when);
+	struct pending pending;
+	int rc = pending_collect(&fs->cache, &pending);
+	if (rc)
+		return rc;
+	char *last = log_last_error(&last_when);
 	jobs_counts(c->jobs, &running, &total);
 
-	int rc = text_adds(out, "{\"sandbox_id\":");
+	rc = text_adds(out, "{\"sandbox_id\":");
 	rc = rc ? rc : text_json_str(out, fs->sandbox_id);
 	rc = rc ? rc : text_adds(out, ",\"state\":");
 	rc = rc ? rc : text_json_str(out, li.state);
@@ -65,8 +70,16 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	rc = rc ? rc : text_json_str(out, c->mountpoint);
 	rc = rc ? rc : text_adds(out, ",\"control_dir\":");
 	rc = rc ? rc : text_json_str(out, fs->opt->control_dir);
+	rc = rc ? rc : text_printf(out, ",\"pid\":%d", (int)getpid());
+	rc = rc ? rc : text_adds(out, ",\"cache\":{\"dir\":");
+	rc = rc ? rc : text_json_str(out, fs->cache.dir);
+	rc = rc ? rc : text_adds(out, ",\"pending\":[");
+	for (size_t i = 0; !rc && i < pending.n; i++) {
+		rc = i ? text_adds(out, ",") : 0;
+		rc = rc ? rc : text_json_str(out, pending.paths[i]);
+	}
 	rc = rc ? rc : text_printf(out,
-				   ",\"cache\":{\"dirty_files\":%zu,"
+				   "],\"dirty_files\":%zu,"
 				   "\"dirty_bytes\":%lld,\"uploading\":%zu,"
 				   "\"uploaded_files\":%llu,"
 				   "\"uploaded_bytes\":%llu,"
@@ -81,9 +94,12 @@ int ctl_info_json(struct ctl *c, struct text *out)
 				   ",\"jobs\":{\"running\":%zu,\"total\":%zu}",
 				   running, total);
 	rc = rc ? rc : text_adds(out, ",\"last_error\":");
-	rc = rc ? rc : text_json_str(out, last[0] ? last : NULL);
+	rc = rc ? rc : text_json_str(out, last && last[0] ? last : NULL);
 	rc = rc ? rc : text_adds(out, ",\"last_error_at\":");
-	rc = rc ? rc : json_unix_time(out, last[0] ? (time_t)last_when : 0);
+	rc = rc ? rc : json_unix_time(out, last && last[0] ?
+						   (time_t)last_when : 0);
+	free(last);
+	pending_release(&pending);
 	return rc ? rc : text_adds(out, "}\n");
 }
 

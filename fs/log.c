@@ -2,6 +2,13 @@
  * log.c - one place where the daemon reports: a line per event, with the
  * time, to stderr (foreground) or syslog (daemon), and into a ring of
  * recent lines that `.osb/log` shows. Thread-safe.
+ *
+ * A line is kept whole up to LOG_LINE_MAX bytes (a 4 KiB path and the
+ * reason after it). A message identical to the one before (same level,
+ * same text) is not written again: it is counted, and written once as
+ * "TEXT (repeated N times)" when another message comes, every
+ * REPEAT_EVERY_S seconds while the repetition lasts, and at log_flush().
+ * So a failure in a tight loop costs a few lines, not the whole ring.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -15,15 +22,25 @@
 #include "log.h"
 
 #define RING 256
-#define LINE 1024
+/* while a message repeats, its count is written out this often */
+#define REPEAT_EVERY_S 10
+#define STAMP_MAX 32 /* "2024-01-02T03:04:05Z error: " */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* all below */
-static char ring[RING][LINE + 64];
+static char *ring[RING];          /* malloc'd lines, NULL when empty */
 static size_t ring_next, ring_count;
-static char last_error[LINE];
+static char *last_error;          /* malloc'd, NULL if none */
 static long long last_error_when;
 static int debug_on;
 static int use_syslog;
+
+/* the last message written out, and how often it came since */
+static struct {
+	char *text;               /* malloc'd, NULL if none */
+	enum log_level lvl;
+	unsigned long long repeats;
+	time_t written_at;        /* when it or its count was written out */
+} prev;
 
 void log_init(int debug)
 {
@@ -39,33 +56,102 @@ void log_to_syslog(void)
 static const char *const names[] = { "debug", "info", "warning", "error" };
 static const int prios[] = { LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERR };
 
+/* The message of @fmt, malloc'd, cut to LOG_LINE_MAX bytes. */
+static char *format(const char *fmt, va_list ap)
+{
+	char *text = NULL;
+	va_list aq;
+	va_copy(aq, ap);
+	int n = vasprintf(&text, fmt, aq);
+	va_end(aq);
+	if (n < 0)
+		return NULL;
+	if ((size_t)n > LOG_LINE_MAX)
+		memcpy(text + LOG_LINE_MAX - 3, "...", 4);
+	return text;
+}
+
+/* What a line starts with: "2024-01-02T03:04:05Z error: ". */
+static void stamp_make(char stamp[STAMP_MAX], enum log_level lvl, time_t now)
+{
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	size_t n = strftime(stamp, STAMP_MAX, "%Y-%m-%dT%H:%M:%SZ ", &tm);
+	snprintf(stamp + n, STAMP_MAX - n, "%s: ", names[lvl]);
+}
+
+/* Writes one line out: the ring, and stderr or syslog. Locked. @suffix
+ * follows @text (the repeat count), or is "". */
+static void put_line(enum log_level lvl, const char *text, const char *suffix,
+		     time_t now)
+{
+	char stamp[STAMP_MAX];
+	stamp_make(stamp, lvl, now);
+
+	char *line = NULL;
+	if (asprintf(&line, "%s%s%s", stamp, text, suffix) >= 0) {
+		free(ring[ring_next]);
+		ring[ring_next] = line;
+		ring_next = (ring_next + 1) % RING;
+		if (ring_count < RING)
+			ring_count++;
+	}
+	if (use_syslog)
+		syslog(prios[lvl], "%s%s", text, suffix);
+	else
+		fprintf(stderr, "osbfs: %s%s%s\n", stamp, text, suffix);
+}
+
+/* " (repeated N times)" for the previous message. */
+static void repeat_suffix(char *buf, size_t size)
+{
+	snprintf(buf, size, " (repeated %llu time%s)", prev.repeats,
+		 prev.repeats == 1 ? "" : "s");
+}
+
+/* Writes out the previous message's count, if it came again. Locked. */
+static void put_repeats(time_t now)
+{
+	char suffix[64];
+	if (!prev.repeats)
+		return;
+	repeat_suffix(suffix, sizeof(suffix));
+	put_line(prev.lvl, prev.text, suffix, now);
+	prev.repeats = 0;
+	prev.written_at = now;
+}
+
 static void emit(enum log_level lvl, const char *fmt, va_list ap, bool error)
 {
-	char text[LINE], line[LINE + 64];
-	struct tm tm;
 	time_t now = time(NULL);
 
 	if (lvl == LOG_LVL_DEBUG && !debug_on)
 		return;
-	vsnprintf(text, sizeof(text), fmt, ap);
-	gmtime_r(&now, &tm);
-	int n = (int)strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%SZ ", &tm);
-	snprintf(line + n, sizeof(line) - (size_t)n, "%s: %s", names[lvl],
-		 text);
+	char *text = format(fmt, ap);
+	if (!text)
+		return;
 
 	pthread_mutex_lock(&lock);
-	snprintf(ring[ring_next], sizeof(ring[0]), "%s", line);
-	ring_next = (ring_next + 1) % RING;
-	if (ring_count < RING)
-		ring_count++;
 	if (error) {
-		snprintf(last_error, sizeof(last_error), "%s", text);
+		if (!last_error || strcmp(last_error, text) != 0) {
+			free(last_error);
+			last_error = strdup(text);
+		}
 		last_error_when = (long long)now;
 	}
-	if (use_syslog)
-		syslog(prios[lvl], "%s", text);
-	else
-		fprintf(stderr, "osbfs: %s\n", line);
+	if (prev.text && prev.lvl == lvl && strcmp(prev.text, text) == 0) {
+		prev.repeats++;
+		if (now - prev.written_at >= REPEAT_EVERY_S)
+			put_repeats(now);
+		free(text);
+	} else {
+		put_repeats(now);
+		put_line(lvl, text, "", now);
+		free(prev.text);
+		prev.text = text;
+		prev.lvl = lvl;
+		prev.written_at = now;
+	}
 	pthread_mutex_unlock(&lock);
 }
 
@@ -85,22 +171,40 @@ void log_error(const char *fmt, ...)
 	va_end(ap);
 }
 
-void log_last_error(char *buf, size_t size, long long *ret_when)
+void log_flush(void)
 {
 	pthread_mutex_lock(&lock);
-	snprintf(buf, size, "%s", last_error);
+	put_repeats(time(NULL));
+	pthread_mutex_unlock(&lock);
+}
+
+char *log_last_error(long long *ret_when)
+{
+	pthread_mutex_lock(&lock);
+	char *s = strdup(last_error ? last_error : "");
 	if (ret_when)
 		*ret_when = last_error_when;
 	pthread_mutex_unlock(&lock);
+	return s;
 }
 
 char *log_recent(void)
 {
+	char pending[64] = "";
+
 	pthread_mutex_lock(&lock);
-	size_t cap = ring_count * (LINE + 65) + 1, len = 0;
+	/* a count not written out yet shows as the last line */
+	size_t extra = 0;
+	if (prev.repeats) {
+		repeat_suffix(pending, sizeof(pending));
+		extra = STAMP_MAX + strlen(prev.text) + strlen(pending) + 1;
+	}
+	size_t cap = extra + 1, len = 0;
+	size_t start = (ring_next + RING - ring_count) % RING;
+	for (size_t i = 0; i < ring_count; i++)
+		cap += strlen(ring[(start + i) % RING]) + 1;
 	char *out = malloc(cap);
 	if (out) {
-		size_t start = (ring_next + RING - ring_count) % RING;
 		for (size_t i = 0; i < ring_count; i++) {
 			const char *l = ring[(start + i) % RING];
 			size_t n = strlen(l);
@@ -109,6 +213,12 @@ char *log_recent(void)
 			out[len++] = '\n';
 		}
 		out[len] = '\0';
+		if (extra) {
+			char stamp[STAMP_MAX];
+			stamp_make(stamp, prev.lvl, time(NULL));
+			snprintf(out + len, cap - len, "%s%s%s\n", stamp,
+				 prev.text, pending);
+		}
 	}
 	pthread_mutex_unlock(&lock);
 	return out;

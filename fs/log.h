@@ -1,7 +1,8 @@
 /*
  * log.h - the daemon's log: stderr in the foreground, syslog once
  * daemonized, and the last lines kept for `.osb/log`. The last error is
- * kept for `.osb/info`'s last_error.
+ * kept for `.osb/info`'s last_error. A message repeated back to back is
+ * written once, then as "... (repeated N times)" (log.c).
  */
 #ifndef OSBFS_LOG_H
 #define OSBFS_LOG_H
@@ -9,6 +10,9 @@
 #include <stddef.h>
 
 enum log_level { LOG_LVL_DEBUG, LOG_LVL_INFO, LOG_LVL_WARN, LOG_LVL_ERROR };
+
+/* The longest message kept whole: a 4 KiB path and what befell it. */
+#define LOG_LINE_MAX 12288
 
 void log_init(int debug);
 /* After daemonizing: lines go to syslog as well. */
@@ -22,8 +26,12 @@ void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define log_info(...) log_msg(LOG_LVL_INFO, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LVL_WARN, __VA_ARGS__)
 
-/* The last error ("" if none) and its Unix time; copies into @buf. */
-void log_last_error(char *buf, size_t size, long long *ret_when);
+/* Writes out the count of a message still repeating (at exit). */
+void log_flush(void);
+
+/* The last error ("" if none), malloc'd (NULL when out of memory), and
+ * its Unix time. */
+char *log_last_error(long long *ret_when);
 /* The recent lines, oldest first, as one malloc'd text. */
 char *log_recent(void);
 

@@ -3,7 +3,10 @@
  *
  * Only wiring: options -> client -> sandbox -> caches -> mount ->
  * daemonize -> threads -> loop -> flush -> unwind. Every failure before
- * the mount is one line on stderr and a non-zero exit.
+ * the mount is one line on stderr and a non-zero exit. The cache dir's
+ * lock file follows the daemon's life (holder.h): starting, mounted,
+ * unmounted (uploading what is left), exited (with what never reached
+ * the sandbox, for `osbfs -u`, which is umount.c).
  */
 #include <errno.h>
 #include <signal.h>
@@ -15,15 +18,16 @@
 
 #include "connect.h"
 #include "ctl.h"
+#include "holder.h"
 #include "life.h"
 #include "log.h"
 #include "notify.h"
 #include "ops.h"
 #include "remote.h"
+#include "umount.h"
 #include "watch.h"
 #include "writeback.h"
 
-#define UNMOUNT_FLUSH_MS 60000
 #define MOUNTED_RETRIES 8
 
 static void raise_nofile(void)
@@ -128,6 +132,8 @@ int main(int argc, char **argv)
 	struct osbfs_options opt;
 	struct osbfs fs;
 	struct osb_sandbox_info info = { 0 };
+	struct holder holder = { .fd = -1 };
+	struct pending pending = { 0 };
 	char msg[2048];
 	int rc, status = 1;
 
@@ -150,6 +156,11 @@ int main(int argc, char **argv)
 		printf("osbfs 0.1.0 (libfuse %s)\n", fuse_pkgversion());
 		options_release(&opt);
 		return 0;
+	}
+	if (opt.unmount) {
+		status = umount_run(&opt);
+		options_release(&opt);
+		return status;
 	}
 	log_init(opt.debug);
 	signal(SIGPIPE, SIG_IGN);
@@ -186,9 +197,11 @@ int main(int argc, char **argv)
 	 * of retries) before an operation fails with EIO */
 	osb_client_set_retries(fs.client, MOUNTED_RETRIES);
 	rc = node_table_init(&fs.nodes, opt.dir);
+	holder.mountpoint = opt.mountpoint;
+	holder.wait_ms = HOLDER_WAIT_MS;
 	if (!rc)
 		rc = cache_init(&fs.cache, opt.cache_dir, fs.sandbox_id,
-				opt.cache_max_size, msg, sizeof(msg));
+				opt.cache_max_size, &holder, msg, sizeof(msg));
 	if (rc) {
 		fprintf(stderr, "osbfs: %s\n", msg[0] ? msg : strerror(-rc));
 		goto out;
@@ -228,6 +241,11 @@ int main(int argc, char **argv)
 		goto out_unmount;
 	if (!opt.foreground)
 		log_to_syslog();
+	/* our pid (a new one after daemonizing) and the mount's device */
+	rc = holder_set(&holder, HOLDER_MOUNTED, NULL);
+	if (rc)
+		log_error("cannot write %s/lock: %s", fs.cache.dir,
+			  strerror(-rc));
 
 	rc = wb_start(&fs);
 	if (!rc)
@@ -253,6 +271,8 @@ out_unmount:
 	notify_stop(&fs);
 	fuse_session_unmount(fs.se);
 	fuse_remove_signal_handlers(fs.se);
+	/* a new mount of this cache dir now waits for us, not refuses */
+	holder_set(&holder, HOLDER_UNMOUNTED, NULL);
 	if (fs.wb) {
 		if (opt.destroy_on_unmount) {
 			char kmsg[1200];
@@ -265,7 +285,7 @@ out_unmount:
 			/* a sandbox that is gone takes nothing: do not wait */
 			int frc = strcmp(li.state, "Deleted") == 0 ?
 					  -ENOENT :
-					  wb_flush_all(&fs, UNMOUNT_FLUSH_MS);
+					  wb_flush_all(&fs, HOLDER_FINISH_MS);
 			wb_get_stats(&fs, &st);
 			if (frc || st.dirty_files) {
 				log_error("%zu file(s) not yet in the sandbox at "
@@ -279,6 +299,11 @@ out_unmount:
 		wb_stop(&fs);
 	}
 	watch_stop(&fs);
+	/* what osbfs -u reports */
+	if (!opt.destroy_on_unmount && pending_collect(&fs.cache, &pending))
+		log_error("cannot list the files not yet in the sandbox");
+	holder_set(&holder, HOLDER_EXITED, &pending);
+	pending_release(&pending);
 out:
 	if (fs.se)
 		fuse_session_destroy(fs.se);
@@ -289,11 +314,13 @@ out:
 	if (fs.cache.dir)
 		cache_release(&fs.cache);
 	watch_release(&fs);
+	holder_release(&holder); /* the last: the cache dir is free */
 	osb_sandbox_info_release(&info);
 	osb_sandbox_close(fs.sb);
 	osb_client_free(fs.client);
 	pthread_rwlock_destroy(&fs.path_lock);
 	pthread_mutex_destroy(&fs.statfs_lock);
 	options_release(&opt);
+	log_flush();
 	return status;
 }

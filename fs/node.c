@@ -16,6 +16,13 @@ long long mono_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void mono_sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
 static size_t hash_ino(uint64_t ino, size_t buckets)
 {
 	return (size_t)((ino * 0x9e3779b97f4a7c15ULL) >> 17) & (buckets - 1);

@@ -138,6 +138,9 @@ void node_invalidate_all(struct node_table *nt);
 void node_for_each(struct node_table *nt,
 		   void (*fn)(struct node *n, void *arg), void *arg);
 
+/* CLOCK_MONOTONIC in milliseconds. */
 long long mono_ms(void);
+/* Sleeps @ms milliseconds (signals do not cut it short). */
+void mono_sleep_ms(long ms);
 
 #endif /* OSBFS_NODE_H */

@@ -225,12 +225,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 			rc = dirh_add(dh, &cap, c->name, c, c->ino, t);
 		}
 		pthread_mutex_unlock(&fs->nodes.lock);
+		/* the control dir is not listed, only found by name (ctl.h) */
 		if (!rc)
 			qsort(dh->e + first, dh->n - first, sizeof(*dh->e),
 			      dent_cmp);
-		if (!rc && d == fs->nodes.root)
-			rc = dirh_add(dh, &cap, fs->opt->control_dir, NULL,
-				      ctl_root_ino(), S_IFDIR);
 	}
 	held_put(fs, &h);
 	if (rc) {
@@ -274,8 +272,6 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 				e.entry_timeout = e.attr_timeout;
 				node_stat(fs, d->node, &e.attr);
 				pthread_mutex_unlock(&fs->nodes.lock);
-			} else if (i >= 2) {
-				ctl_root_entry(&e);
 			} else {
 				e.attr.st_ino = d->ino;
 				e.attr.st_mode = d->type;
@@ -289,8 +285,6 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 					pthread_mutex_lock(&fs->nodes.lock);
 					d->node->nlookup++;
 					pthread_mutex_unlock(&fs->nodes.lock);
-				} else if (i >= 2) {
-					ctl_root_entry_taken();
 				}
 			}
 		}

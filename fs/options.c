@@ -3,6 +3,11 @@
  *
  * `-o` options are split by libfuse's fuse_opt; those not in the table
  * below (allow_other, fsname=...) pass through to libfuse.
+ *
+ * allow_other implies default_permissions: osbfs checks no permission
+ * itself, so without the kernel checking the modes osbfs reports, every
+ * local user could read every file of the mount and run commands in the
+ * sandbox through .osb/run.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -203,9 +208,18 @@ struct parse_ctx {
 	int npos;
 	char *pos[2];
 	int rc;
+	bool allow_other;            /* libfuse options seen */
+	bool default_permissions;
 };
 
-enum { KEY_FOREGROUND, KEY_DEBUG, KEY_SINGLE, KEY_HELP, KEY_VERSION };
+enum {
+	KEY_FOREGROUND,
+	KEY_DEBUG,
+	KEY_SINGLE,
+	KEY_HELP,
+	KEY_VERSION,
+	KEY_UNMOUNT,
+};
 
 static const struct fuse_opt fuse_keys[] = {
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
@@ -216,6 +230,7 @@ static const struct fuse_opt fuse_keys[] = {
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
 	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("-u", KEY_UNMOUNT),
 	FUSE_OPT_END,
 };
 
@@ -241,6 +256,9 @@ static int proc(void *data, const char *arg, int key,
 		return 0;
 	case KEY_VERSION:
 		ctx->o->show_version = true;
+		return 0;
+	case KEY_UNMOUNT:
+		ctx->o->unmount = true;
 		return 0;
 	case FUSE_OPT_KEY_NONOPT:
 		if (ctx->npos >= 2) {
@@ -278,11 +296,21 @@ static int proc(void *data, const char *arg, int key,
 			ctx->rc = -EINVAL;
 			return -1;
 		}
+		if (strcmp(arg, "allow_other") == 0)
+			ctx->allow_other = true;
+		if (strcmp(arg, "default_permissions") == 0)
+			ctx->default_permissions = true;
 		return 1; /* a libfuse option */
 	}
 	default:
 		return 1;
 	}
+}
+
+static void free_pos(struct parse_ctx *ctx)
+{
+	for (int i = 0; i < ctx->npos; i++)
+		free(ctx->pos[i]);
 }
 
 static int set_defaults(struct osbfs_options *o)
@@ -365,22 +393,30 @@ int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
 	if (rc)
 		return rc;
 	if (fuse_opt_parse(&o->fuse_args, &ctx, fuse_keys, proc) == -1) {
-		for (int i = 0; i < ctx.npos; i++)
-			free(ctx.pos[i]);
+		free_pos(&ctx);
 		if (!msg[0])
 			snprintf(msg, msg_size, "cannot parse the options");
 		return ctx.rc ? ctx.rc : -EINVAL;
 	}
 	if (o->show_help || o->show_version) {
-		for (int i = 0; i < ctx.npos; i++)
-			free(ctx.pos[i]);
+		free_pos(&ctx);
 		return 0;
+	}
+	if (ctx.allow_other && !ctx.default_permissions &&
+	    fuse_opt_add_arg(&o->fuse_args, "-odefault_permissions") != 0) {
+		free_pos(&ctx);
+		return -ENOMEM;
 	}
 	if (ctx.npos == 0) {
 		snprintf(msg, msg_size, "no mount point given");
 		return -EINVAL;
 	}
 	o->mountpoint = ctx.pos[ctx.npos - 1];
+	if (o->unmount && ctx.npos != 1) {
+		snprintf(msg, msg_size, "osbfs -u takes the mount point only");
+		free(ctx.pos[0]);
+		return -EINVAL;
+	}
 	if (ctx.npos == 2) {
 		rc = split_source(o, ctx.pos[0], msg, msg_size);
 		free(ctx.pos[0]);
@@ -456,5 +492,17 @@ void options_usage(const char *prog)
 		       table[i].def ? " [" : "", table[i].def ? table[i].def : "",
 		       table[i].def ? "]" : "");
 	}
-	printf("\nUnmount with: fusermount3 -u MOUNTPOINT\n");
+	printf("\n"
+	       "allow_other (a libfuse option: other users may use the mount)\n"
+	       "implies default_permissions: the kernel checks the file modes.\n"
+	       "\n"
+	       "usage: %s -u [-o control_dir=NAME] MOUNTPOINT\n\n"
+	       "Unmounts after uploading every file written (progress shown if\n"
+	       "it takes a while), waits for the daemon to exit, and names what\n"
+	       "did not reach the sandbox and where it is kept (the next mount\n"
+	       "of the sandbox with the same cache_dir uploads it). Exits 0\n"
+	       "when the sandbox has everything. `fusermount3 -u MOUNTPOINT`\n"
+	       "returns at once instead: the daemon uploads what is left in\n"
+	       "the background, and logs what it could not to syslog.\n",
+	       prog);
 }

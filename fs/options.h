@@ -58,6 +58,8 @@ struct osbfs_options {
 	 * "raw" as stored; symlinks_raw tells which */
 	char *symlinks;
 	bool symlinks_raw;
+	/* osbfs -u MOUNTPOINT: flush, unmount, wait, report (umount.c) */
+	bool unmount;
 
 	/* FUSE */
 	bool foreground;

@@ -12,6 +12,7 @@
 
 #include "cache.h"
 #include "hex.h"
+#include "holder.h"
 #include "journal.h"
 #include "linkmap.h"
 #include "node.h"
@@ -177,7 +178,8 @@ static void test_journal(void)
 	struct node_table nt;
 
 	CHECK(mkdtemp(dir) != NULL);
-	CHECK(cache_init(&c, dir, "sb1", 1 << 20, msg, sizeof(msg)) == 0);
+	struct holder h = { .fd = -1 }, h2 = { .fd = -1 };
+	CHECK(cache_init(&c, dir, "sb1", 1 << 20, &h, msg, sizeof(msg)) == 0);
 	CHECK(node_table_init(&nt, "/workspace") == 0);
 	nt.on_free = cache_detach;
 	nt.on_free_arg = &c;
@@ -210,7 +212,7 @@ static void test_journal(void)
 	char lockpath[300];
 	snprintf(lockpath, sizeof(lockpath), "%s/lock", c.dir);
 	unlink(lockpath); /* our own flock would refuse the second init */
-	CHECK(cache_init(&c2, dir, "sb1", 1 << 20, msg, sizeof(msg)) == 0);
+	CHECK(cache_init(&c2, dir, "sb1", 1 << 20, &h2, msg, sizeof(msg)) == 0);
 	struct seen s = { 0 };
 	CHECK(cache_recover(&c2, on_record, &s) == 1);
 	CHECK(s.n == 1 && strcmp(s.paths[0], "/workspace/renamed$1") == 0);
@@ -222,6 +224,8 @@ static void test_journal(void)
 	node_table_release(&nt);
 	cache_release(&c);
 	cache_release(&c2);
+	holder_release(&h);
+	holder_release(&h2);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK(system(cmd) == 0);

@@ -92,3 +92,17 @@ def test_help_lists_options():
     assert r.returncode == 0
     for opt in ("domain", "api_key_file", "cache_dir", "writeback_delay", "keepalive", "idle_pause", "name"):
         assert opt in r.stdout
+
+
+def test_existing_read_only_directory_mounts(server, tmp_path):
+    sid = server.create_sandbox()
+    try:
+        m = Mount(server, sandbox_id=sid, sdir="/usr", workdir=str(tmp_path))
+        m.start()
+        try:
+            assert "bin" in os.listdir(m.p())
+            assert os.path.isdir(m.p("bin"))
+        finally:
+            assert m.stop() == 0
+    finally:
+        server.delete_sandbox(sid)

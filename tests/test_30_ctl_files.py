@@ -5,13 +5,17 @@ import errno
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
+
+import pytest
 
 from mounthelp import make_mount, mount  # noqa: F401
 from osbtest import http_request
-from test_3_jobhelp import (expect_errno, info, last_error, osb, read,
-                            read_bytes, start, wait, write)
+from test_3_jobhelp import (expect_errno, info, kill_quietly, last_error, osb, read,
+                            read_bytes, start, status, wait, write)
 
 ROOT_FILES = {"README", "info", "ctl", "egress", "log", "run", "jobs"}
 
@@ -43,9 +47,83 @@ def log_lines(m, word):
 
 def test_control_dir_lists_its_files(mount, server):
     assert set(os.listdir(osb(mount))) == ROOT_FILES
-    assert ".osb" in os.listdir(mount.p())
     # it exists only in the mount, never in the sandbox
     assert server.stat(mount.sandbox_id, mount.spath(".osb")) is None
+
+
+def test_control_dir_is_reachable_by_name_but_not_listed(mount):
+    with open(mount.p("f.txt"), "w") as f:
+        f.write("x")
+    assert os.listdir(mount.p()) == ["f.txt"]
+    assert [e.name for e in os.scandir(mount.p())] == ["f.txt"]
+    assert os.path.isdir(osb(mount))
+    assert set(os.listdir(osb(mount))) == ROOT_FILES
+    r = subprocess.run(["ls", "-la", mount.p()], capture_output=True, text=True, check=True)
+    assert ".osb" not in r.stdout
+    r = subprocess.run(["cat", osb(mount, "info")], capture_output=True, text=True, check=True)
+    assert json.loads(r.stdout)["sandbox_id"] == mount.sandbox_id
+
+
+def test_wait_is_reachable_by_name_but_not_listed(mount):
+    jid = start(mount, "exit 4")
+    names = set(os.listdir(osb(mount, "jobs", jid)))
+    assert "wait" not in names and {"stdout", "status", "ctl"} <= names
+    r = subprocess.run(["cat", osb(mount, "jobs", jid, "wait")], capture_output=True,
+                       text=True, timeout=120, check=True)
+    assert r.stdout == "exited 4\n"
+    assert os.stat(osb(mount, "jobs", jid, "wait")).st_size == len("exited 4\n")
+
+
+# what walks a whole tree and reads every file in it (tar reads st_size
+# bytes of each file; cp and grep read to the end)
+WALKERS = {
+    "grep": lambda top, dest: ["grep", "-r", "no such text", top],
+    "tar": lambda top, dest: ["tar", "-cf", "-", top],
+    "find": lambda top, dest: ["find", top],
+    "cp": lambda top, dest: ["cp", "-r", top, dest],
+}
+
+
+@pytest.mark.parametrize("tool", sorted(WALKERS))
+def test_recursive_readers_finish_while_a_job_runs(mount, tool, tmp_path):
+    with open(mount.p("a.txt"), "w") as f:
+        f.write("some text\n")
+    jid = start(mount, "sleep 60")
+    try:
+        outs = {}
+        for i, top in enumerate((mount.p(), osb(mount), osb(mount, "jobs", jid))):
+            # a reader that blocked on the job would wait for its 60 s
+            r = subprocess.run(WALKERS[tool](top, str(tmp_path / ("copy%d" % i))),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=40)
+            outs[top] = r.stdout.decode(errors="replace")
+        assert status(mount, jid) == "running"
+        if tool == "find":
+            assert outs[mount.p()].split() == [mount.p(), mount.p("a.txt")]
+            assert osb(mount, "jobs", jid, "stdout") in outs[osb(mount)].split("\n")
+            assert "/wait" not in outs[osb(mount)]
+        if tool == "tar":
+            assert "some text" in outs[mount.p()]
+        if tool == "cp":
+            assert sorted(os.listdir(tmp_path / "copy0")) == ["a.txt"]
+            assert "stdout" in os.listdir(tmp_path / "copy2")
+    finally:
+        kill_quietly(mount, jid)
+
+
+def test_reading_a_running_jobs_files_to_the_end_does_not_block(mount):
+    jid = start(mount, "echo started; sleep 60")
+    try:
+        for name in ("stdout", "stderr", "status", "exit_code", "info", "cmd"):
+            r = subprocess.run(["cat", osb(mount, "jobs", jid, name)], capture_output=True,
+                               timeout=30)
+            assert r.returncode == 0, (name, r.stderr)
+        for name in ("run", "info", "README", "log", "egress"):
+            r = subprocess.run(["cat", osb(mount, name)], capture_output=True, timeout=30)
+            assert r.returncode == 0, (name, r.stderr)
+        # reading run without writing starts nothing
+        assert info(mount)["jobs"]["total"] == 1
+    finally:
+        kill_quietly(mount, jid)
 
 
 def test_control_dir_option_renames_the_tree(make_mount, server):
@@ -105,8 +183,10 @@ def test_info_describes_the_sandbox(mount, server):
     assert i["endpoint"].startswith("http://127.0.0.1:")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", i["created_at"])
     assert i["expires_at"] > i["created_at"]
-    assert set(i["cache"]) == {"dirty_files", "dirty_bytes", "uploading", "uploaded_files",
-                               "uploaded_bytes", "failed_uploads", "conflicts"}
+    assert set(i["cache"]) == {"dir", "pending", "dirty_files", "dirty_bytes", "uploading",
+                               "uploaded_files", "uploaded_bytes", "failed_uploads",
+                               "conflicts"}
+    assert i["pid"] == mount.proc.pid
     assert i["jobs"] == {"running": 0, "total": 0}
     assert i["last_error"] is None
 
@@ -278,6 +358,55 @@ def test_log_shows_recent_lines(mount):
     assert "frobnicate" in lines[-1]
 
 
+def test_log_keeps_a_long_path_and_the_reason_after_it(make_mount, server):
+    m = make_mount(options=["writeback_delay=600s"])
+    # a path of about 4 KiB (each name at most 255 bytes)
+    parts = ["d%02d" % i + "x" * 246 for i in range(15)]
+    os.makedirs(m.p(*parts))
+    long_path = m.spath(*parts, "f.txt")
+    assert len(long_path) > 3700
+    with open(m.p(*parts, "f.txt"), "w") as f:
+        f.write("x")
+    server.set_faults(path="/files/upload", kinds=["500"], rate=1.0)
+    try:
+        expect_errno(errno.EIO, write, osb(m, "ctl"), "sync")
+    finally:
+        server.clear_faults()
+    lines = [l for l in read(osb(m, "log")).splitlines() if "upload of 1 file(s) failed" in l]
+    assert lines, read(osb(m, "log"))[-3000:]
+    assert long_path in lines[0]
+    assert lines[0].endswith("kept locally and retried"), lines[0][-200:]
+    assert [l for l in m.log().splitlines() if long_path in l and l.endswith("retried")]
+    write(osb(m, "ctl"), "sync")
+
+
+def repeated(lines):
+    """How many times the lines say their message came: 1 each, or N + 1
+    for "... (repeated N times)"."""
+    n = 0
+    for l in lines:
+        r = re.search(r" \(repeated (\d+) times\)$", l)
+        n += int(r.group(1)) if r else 1
+    return n
+
+
+def test_log_collapses_a_message_repeated_in_a_loop(mount):
+    for _ in range(2000):
+        expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "frobnicate")
+    # what a loop repeats costs a few lines, and says how many it stands for
+    lines = log_lines(mount, '"frobnicate"')
+    assert len(lines) <= 4, lines
+    assert repeated(lines) == 2000, lines
+    # a different message after the storm
+    expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "other")
+    lines = log_lines(mount, '"frobnicate"')
+    assert len(lines) <= 4 and repeated(lines) == 2000, lines
+    assert '"other"' in read(osb(mount, "log")).splitlines()[-1]
+    stderr = [l for l in mount.log().splitlines() if '"frobnicate"' in l]
+    assert len(stderr) <= 4 and repeated(stderr) == 2000, stderr
+    assert 'unknown command "frobnicate"' in last_error(mount) or '"other"' in last_error(mount)
+
+
 # ---- egress ----
 
 POLICY = {"defaultAction": "deny", "egress": [{"action": "allow", "target": "pypi.org"}]}
@@ -327,3 +456,64 @@ def test_egress_without_a_sidecar_explains_itself(mount):
     assert text["sidecar"] is False and "no egress sidecar" in text["message"]
     expect_errno(errno.EOPNOTSUPP, write, osb(mount, "egress"), "allow pypi.org\n")
     assert "no egress sidecar" in last_error(mount)
+
+
+# ---- allow_other ----
+
+@pytest.fixture
+def shared_dir():
+    """A directory every local user can reach (pytest's tmp dirs are 0700)."""
+    d = tempfile.mkdtemp(prefix="osbfs-shared-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def as_nobody(op, path, data=None):
+    """open(2) of @path as user nobody: for reading (op "r": the bytes
+    read) or for writing @data (op "w"); an errno name on failure."""
+    code = ("import errno, os, sys\n"
+            "try:\n"
+            "    if sys.argv[1] == 'r':\n"
+            "        sys.stdout.write(open(sys.argv[2]).read())\n"
+            "    else:\n"
+            "        fd = os.open(sys.argv[2], os.O_WRONLY | os.O_TRUNC)\n"
+            "        os.write(fd, sys.argv[3].encode())\n"
+            "        os.close(fd)\n"
+            "        print('written')\n"
+            "except OSError as e:\n"
+            "    print(errno.errorcode[e.errno])\n")
+    argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+            "/usr/bin/python3", "-c", code, op, path] + ([data] if data is not None else [])
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_allow_other_checks_modes_for_other_users(make_mount, shared_dir):
+    m = make_mount(options=["allow_other"], workdir=shared_dir)
+    for name, mode in (("secret.txt", 0o600), ("public.txt", 0o644)):
+        with open(m.p(name), "w") as f:
+            f.write("text of %s\n" % name)
+        os.chmod(m.p(name), mode)
+    assert as_nobody("r", m.p("secret.txt")) == "EACCES"
+    assert as_nobody("r", m.p("public.txt")) == "text of public.txt"
+    assert as_nobody("w", m.p("public.txt"), "mine now") == "EACCES"
+    assert read(m.p("public.txt")) == "text of public.txt\n"
+
+
+def test_allow_other_keeps_other_users_out_of_the_control_files(make_mount, shared_dir):
+    m = make_mount(options=["allow_other"], workdir=shared_dir)
+    jid = start(m, "sleep 60")
+    try:
+        assert as_nobody("w", osb(m, "run"), "touch /workspace/pwned") == "EACCES"
+        assert as_nobody("w", osb(m, "ctl"), "pause") == "EACCES"
+        assert as_nobody("w", osb(m, "egress"), "allow example.com") == "EACCES"
+        assert as_nobody("w", osb(m, "jobs", jid, "ctl"), "kill") == "EACCES"
+        assert info(m)["jobs"] == {"running": 1, "total": 1}
+        assert info(m)["state"] == "Running"
+        assert not os.path.exists(m.p("pwned"))
+        # what is only read stays readable
+        assert json.loads(as_nobody("r", osb(m, "info")))["sandbox_id"] == m.sandbox_id
+    finally:
+        kill_quietly(m, jid)

@@ -1,0 +1,415 @@
+/*
+ * holder.c - the cache dir's lock file: who holds it, and waiting for a
+ * daemon that was unmounted and is finishing its uploads (see holder.h).
+ *
+ * The record is rewritten in place (pwrite, then ftruncate), never
+ * truncated first, and ends with an "end" line: a reader that finds no
+ * "end" read it half-written and reads again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "hex.h"
+#include "holder.h"
+#include "log.h"
+#include "node.h"
+
+#define MAGIC "osbfs-holder 1"
+/* a record bigger than this is not one of ours */
+#define RECORD_MAX (4 << 20)
+#define POLL_MS 100
+/* how long an unreadable record may stay so before we give up on it
+ * (another program's lock, or an osbfs that writes none) */
+#define UNKNOWN_POLLS 20
+
+static const char *const state_names[] = {
+	[HOLDER_STARTING] = "starting",
+	[HOLDER_MOUNTED] = "mounted",
+	[HOLDER_UNMOUNTED] = "unmounted",
+	[HOLDER_EXITED] = "exited",
+};
+
+const char *holder_state_name(enum holder_state st)
+{
+	return state_names[st];
+}
+
+/* ---- /proc/self/mountinfo ---- */
+
+/* Undoes mountinfo's octal escapes (\040 for a space...) in place. */
+static void unescape_octal(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' &&
+		    r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 +
+				      (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
+/* The device of the topmost mount at @mountpoint, if @dev is NULL; or
+ * whether one of device @dev is there. */
+static bool find_mount(const char *mountpoint, const char *dev,
+		       char *ret_dev, size_t dev_size)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (getline(&line, &cap, f) > 0) {
+		/* ID PARENT MAJOR:MINOR ROOT MOUNTPOINT ... */
+		char *save = NULL;
+		char *fld[5];
+		int n = 0;
+		for (char *t = strtok_r(line, " ", &save); t && n < 5;
+		     t = strtok_r(NULL, " ", &save))
+			fld[n++] = t;
+		if (n < 5)
+			continue;
+		unescape_octal(fld[4]);
+		if (strcmp(fld[4], mountpoint) != 0)
+			continue;
+		if (dev && strcmp(fld[2], dev) == 0) {
+			found = true;
+			break;
+		}
+		if (!dev) {
+			found = true;
+			if (ret_dev)
+				snprintf(ret_dev, dev_size, "%s", fld[2]);
+		}
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+bool holder_is_mounted(const char *mountpoint, const char *dev)
+{
+	return mountpoint && find_mount(mountpoint, dev, NULL, 0);
+}
+
+/* ---- the record ---- */
+
+void holder_record_release(struct holder_record *r)
+{
+	free(r->mountpoint);
+	r->mountpoint = NULL;
+	pending_release(&r->pending);
+}
+
+static int parse_state(const char *s, enum holder_state *ret)
+{
+	for (size_t i = 0; i < sizeof(state_names) / sizeof(*state_names);
+	     i++) {
+		if (strcmp(s, state_names[i]) == 0) {
+			*ret = (enum holder_state)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int pending_add(struct pending *p, char *path)
+{
+	char **v = realloc(p->paths, (p->n + 1) * sizeof(*v));
+	if (!v) {
+		free(path);
+		return -ENOMEM;
+	}
+	p->paths = v;
+	p->paths[p->n++] = path;
+	return 0;
+}
+
+/* One "KEY VALUE" line into @r. */
+static int parse_line(struct holder_record *r, char *key, char *val)
+{
+	char *path;
+	if (strcmp(key, "pid") == 0) {
+		r->pid = (pid_t)strtol(val, NULL, 10);
+	} else if (strcmp(key, "state") == 0) {
+		return parse_state(val, &r->state);
+	} else if (strcmp(key, "mountpoint") == 0) {
+		free(r->mountpoint);
+		r->mountpoint = hex_decode_dup(val, strlen(val));
+		return r->mountpoint ? 0 : -EINVAL;
+	} else if (strcmp(key, "dev") == 0) {
+		snprintf(r->dev, sizeof(r->dev), "%s", val);
+	} else if (strcmp(key, "pending") == 0) {
+		path = hex_decode_dup(val, strlen(val));
+		if (!path)
+			return -EINVAL;
+		r->pending.total++;
+		return pending_add(&r->pending, path);
+	} else if (strcmp(key, "more") == 0) {
+		r->pending.total += strtoul(val, NULL, 10);
+	}
+	return 0; /* an unknown key: from a later version */
+}
+
+int holder_read(const char *path, struct holder_record *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	char *line = NULL;
+	size_t cap = 0, total = 0;
+	ssize_t n;
+	int rc = -EINVAL, lines = 0;
+	while (rc == -EINVAL && (n = getline(&line, &cap, f)) > 0) {
+		total += (size_t)n;
+		if (total > RECORD_MAX || line[n - 1] != '\n')
+			break;
+		line[n - 1] = '\0';
+		if (lines++ == 0) {
+			if (strcmp(line, MAGIC) != 0)
+				break;
+			continue;
+		}
+		if (strcmp(line, "end") == 0) {
+			rc = 0;
+			break;
+		}
+		char *sp = strchr(line, ' ');
+		if (!sp)
+			break;
+		*sp = '\0';
+		int prc = parse_line(ret, line, sp + 1);
+		if (prc == -ENOMEM) {
+			rc = prc;
+			break;
+		}
+		if (prc)
+			break;
+	}
+	free(line);
+	fclose(f);
+	if (rc)
+		holder_record_release(ret);
+	return rc;
+}
+
+int holder_set(struct holder *h, enum holder_state st,
+	       const struct pending *p)
+{
+	char *buf = NULL;
+	size_t len = 0;
+
+	if (h->fd < 0)
+		return 0;
+	if (st == HOLDER_MOUNTED && h->mountpoint_abs)
+		find_mount(h->mountpoint_abs, NULL, h->dev, sizeof(h->dev));
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return -ENOMEM;
+	fprintf(f, MAGIC "\npid %d\nstate %s\n", (int)getpid(),
+		state_names[st]);
+	if (h->mountpoint_abs) {
+		fputs("mountpoint ", f);
+		hex_put(f, h->mountpoint_abs);
+		fputc('\n', f);
+	}
+	if (h->dev[0])
+		fprintf(f, "dev %s\n", h->dev);
+	for (size_t i = 0; p && i < p->n; i++) {
+		fputs("pending ", f);
+		hex_put(f, p->paths[i]);
+		fputc('\n', f);
+	}
+	if (p && p->total > p->n)
+		fprintf(f, "more %zu\n", p->total - p->n);
+	fputs("end\n", f);
+	if (fclose(f) != 0) {
+		free(buf);
+		return -ENOMEM;
+	}
+	int rc = 0;
+	ssize_t w = pwrite(h->fd, buf, len, 0);
+	if (w < 0)
+		rc = -errno;
+	else if ((size_t)w != len)
+		rc = -EIO;
+	else if (ftruncate(h->fd, (off_t)len) != 0)
+		rc = -errno;
+	free(buf);
+	return rc;
+}
+
+/* ---- taking it ---- */
+
+/* Whether the daemon of @r still serves a mount (or is about to). */
+static bool record_is_live(const struct holder_record *r)
+{
+	if (r->state == HOLDER_STARTING)
+		return true;
+	return r->state == HOLDER_MOUNTED &&
+	       holder_is_mounted(r->mountpoint, r->dev[0] ? r->dev : NULL);
+}
+
+/*
+ * One look at who holds the lock at @path: 0 to wait for it (it is
+ * finishing), -EBUSY (with @msg) when it is live, or when it has written
+ * nothing readable for a while (*unknown counts the looks).
+ */
+static int judge_holder(const char *dir, const char *path, pid_t *told,
+			long wait_ms, int *unknown, char *msg,
+			size_t msg_size)
+{
+	struct holder_record r;
+	int rc = holder_read(path, &r);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc) {
+		if (++*unknown < UNKNOWN_POLLS)
+			return 0;
+		snprintf(msg, msg_size,
+			 "cache dir %s is in use by another osbfs process", dir);
+		return -EBUSY;
+	}
+	*unknown = 0;
+	const char *mp = r.mountpoint ? r.mountpoint : "?";
+	if (record_is_live(&r)) {
+		snprintf(msg, msg_size,
+			 "cache dir %s is in use by osbfs (pid %d), %s at %s "
+			 "(unmount it first, or give this mount another "
+			 "cache_dir)",
+			 dir, (int)r.pid,
+			 r.state == HOLDER_STARTING ? "mounting" : "mounted",
+			 mp);
+		rc = -EBUSY;
+	} else if (r.pid != *told) {
+		*told = r.pid;
+		log_info("waiting for osbfs (pid %d) to exit: it was unmounted "
+			 "from %s and is still uploading what was written there "
+			 "from cache dir %s (waiting at most %ld s)",
+			 (int)r.pid, mp, dir, wait_ms / 1000);
+	}
+	holder_record_release(&r);
+	return rc;
+}
+
+int holder_take(struct holder *h, const char *dir, char *msg,
+		size_t msg_size)
+{
+	char path[PATH_MAX + 8];
+	char abs[PATH_MAX];
+	pid_t told = 0;
+	int unknown = 0, rc = 0;
+
+	h->fd = -1;
+	h->dev[0] = '\0';
+	if (h->mountpoint && !h->mountpoint_abs) {
+		h->mountpoint_abs = strdup(realpath(h->mountpoint, abs) ?
+						   abs :
+						   h->mountpoint);
+		if (!h->mountpoint_abs)
+			return -ENOMEM;
+	}
+	snprintf(path, sizeof(path), "%s/lock", dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(msg, msg_size, "cache dir %s: cannot open %s: %s",
+			 dir, path, strerror(-rc));
+		return rc;
+	}
+	long long deadline = mono_ms() + h->wait_ms;
+	while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		if (errno == EINTR)
+			continue;
+		if (errno != EWOULDBLOCK) {
+			rc = -errno;
+			snprintf(msg, msg_size, "cache dir %s: cannot lock %s: %s",
+				 dir, path, strerror(-rc));
+			break;
+		}
+		rc = judge_holder(dir, path, &told, h->wait_ms, &unknown, msg,
+				  msg_size);
+		if (!rc && mono_ms() >= deadline) {
+			snprintf(msg, msg_size,
+				 "cache dir %s is still in use by osbfs (pid %d) "
+				 "after %ld s: it was unmounted and is still "
+				 "uploading; mount again once it has exited",
+				 dir, (int)told, h->wait_ms / 1000);
+			rc = -EBUSY;
+		}
+		if (rc)
+			break;
+		mono_sleep_ms(POLL_MS);
+	}
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	h->fd = fd;
+	if (told)
+		log_info("osbfs (pid %d) has exited; going on", (int)told);
+	rc = holder_set(h, HOLDER_STARTING, NULL);
+	if (rc)
+		snprintf(msg, msg_size, "cache dir %s: cannot write %s: %s", dir,
+			 path, strerror(-rc));
+	return rc;
+}
+
+void holder_release(struct holder *h)
+{
+	if (!h)
+		return;
+	if (h->fd >= 0)
+		close(h->fd);
+	h->fd = -1;
+	free(h->mountpoint_abs);
+	h->mountpoint_abs = NULL;
+}
+
+/* ---- what is pending ---- */
+
+int pending_collect(struct cache *c, struct pending *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	pthread_mutex_lock(&c->lock);
+	ret->total = c->ndirty;
+	size_t n = c->ndirty < HOLDER_PENDING_MAX ? c->ndirty :
+						      HOLDER_PENDING_MAX;
+	ret->paths = n ? calloc(n, sizeof(char *)) : NULL;
+	int rc = n && !ret->paths ? -ENOMEM : 0;
+	for (struct cfile *cf = c->dirty_first; !rc && cf && ret->n < n;
+	     cf = cf->dnext) {
+		ret->paths[ret->n] =
+			strdup(cf->record_path ? cf->record_path : "?");
+		if (!ret->paths[ret->n])
+			rc = -ENOMEM;
+		else
+			ret->n++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc)
+		pending_release(ret);
+	return rc;
+}
+
+void pending_release(struct pending *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		free(p->paths[i]);
+	free(p->paths);
+	memset(p, 0, sizeof(*p));
+}
