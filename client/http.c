@@ -21,9 +21,11 @@ static __thread atomic_int *cancel_flag;
 static __thread unsigned int jitter_seed;
 static __thread int thread_retries = -1;
 
-void osb_thread_set_retries(int max_retries)
+int osb_thread_set_retries(int max_retries)
 {
+	int old = thread_retries;
 	thread_retries = max_retries < 0 ? -1 : max_retries;
+	return old;
 }
 
 void osb_cancel_flag_set(atomic_int *flag)

@@ -133,8 +133,9 @@ void osb_client_free(struct osb_client *c);
 void osb_client_set_retries(struct osb_client *c, int max_retries);
 /* For the calling thread only: at most @max_retries retries per call
  * from now on (0 = one attempt: a quick question), whatever the client
- * says; -1 goes back to the client's setting. */
-void osb_thread_set_retries(int max_retries);
+ * says; -1 goes back to the client's setting. Returns the setting it
+ * replaces, to be given back. */
+int osb_thread_set_retries(int max_retries);
 
 /* "http://localhost:8080": the base URL of the lifecycle API (no key). */
 const char *osb_client_base_url(const struct osb_client *c);

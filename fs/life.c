@@ -138,9 +138,9 @@ int life_recheck(struct osbfs *fs)
 
 	/* one quick question: the request that brought us here has had its
 	 * retries already */
-	osb_thread_set_retries(0);
+	int saved = osb_thread_set_retries(0);
 	int rc = osb_sandbox_get(fs->client, fs->sandbox_id, &info, &err);
-	osb_thread_set_retries(-1);
+	osb_thread_set_retries(saved);
 	if (rc == -ENOENT) {
 		pthread_mutex_lock(&l->lock);
 		set_state(l, "Deleted");

@@ -74,8 +74,8 @@ static int fail_in(struct osbfs *fs, int rc, const struct osb_error *err,
 int remote_enter(struct osbfs *fs)
 {
 	remote_touch_activity(fs);
-	if (watch_away(fs))
-		return -EIO; /* at once: the watchdog knows when it is back */
+	if (watch_gate(fs))
+		return -EIO; /* at once: it is asked when it is back */
 	return fs->life ? life_ensure_running(fs) : 0;
 }
 

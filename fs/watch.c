@@ -33,6 +33,7 @@
 #define STUCK_MS 3000
 #define TICK_MS 500
 #define PROBE_MS 1000
+#define GATE_PROBE_MS 100
 
 struct slot {
 	atomic_llong alive_ms;  /* 0: no request in flight */
@@ -46,7 +47,8 @@ struct watch {
 	pthread_key_t key;      /* frees a thread's slot when it ends */
 	bool key_made;
 	atomic_bool away;
-	long long probed_ms;    /* watchdog only */
+	atomic_llong probed_ms; /* the last question while away */
+	atomic_bool refused;    /* its answer came at once (refused) */
 	long long asked_ms;     /* watchdog only */
 	bool stop, started;     /* lock */
 	pthread_t thread;
@@ -147,6 +149,7 @@ void watch_failed(struct osbfs *fs, int rc)
 	if (!w || (rc != -ECONNREFUSED && rc != -EHOSTUNREACH &&
 		   rc != -ETIMEDOUT))
 		return;
+	atomic_store(&w->refused, rc == -ECONNREFUSED);
 	if (!atomic_exchange(&w->away, true))
 		log_error("the OpenSandbox server at %s cannot be reached (%s): "
 			  "until it answers again, requests fail at once with "
@@ -173,17 +176,40 @@ bool watch_cancelled_resume(struct osbfs *fs)
 
 /* ---- the watchdog ---- */
 
-/* While away: one quick question to execd; the end of it when answered. */
-static void probe(struct osbfs *fs, struct watch *w, long long now)
+/* While away: one quick question to execd, no more often than @every
+ * ms whoever asks; the end of it when answered. Returns whether still
+ * away. */
+static bool probe(struct osbfs *fs, struct watch *w, long long now,
+		  long every)
 {
-	if (now - w->probed_ms < PROBE_MS)
-		return;
-	w->probed_ms = now;
-	if (osb_ping(fs->sb, NULL) != 0)
-		return;
-	atomic_store(&w->away, false);
-	log_info("the OpenSandbox server answers again");
-	wb_retry_now(fs);
+	long long last = atomic_load(&w->probed_ms);
+	if (now - last < every ||
+	    !atomic_compare_exchange_strong(&w->probed_ms, &last, now))
+		return atomic_load(&w->away);
+	int saved = osb_thread_set_retries(0);
+	int rc = osb_ping(fs->sb, NULL);
+	osb_thread_set_retries(saved);
+	atomic_store(&w->refused, rc == -ECONNREFUSED);
+	if (rc != 0)
+		return atomic_load(&w->away);
+	if (atomic_exchange(&w->away, false)) {
+		log_info("the OpenSandbox server answers again");
+		wb_retry_now(fs);
+	}
+	return false;
+}
+
+bool watch_gate(struct osbfs *fs)
+{
+	struct watch *w = fs->watch;
+	if (!w || !atomic_load(&w->away))
+		return false;
+	/* a server that refuses answers at once: the request that comes
+	 * just after a restart may ask itself; one that hangs is left to
+	 * the watchdog, so that nobody else waits for it */
+	if (!atomic_load(&w->refused))
+		return true;
+	return probe(fs, w, mono_ms(), GATE_PROBE_MS);
 }
 
 /* The oldest sign of life of a request in flight, 0 when none. */
@@ -246,7 +272,7 @@ static void *watchdog(void *arg)
 		pthread_mutex_unlock(&w->lock);
 		long long now = mono_ms();
 		if (atomic_load(&w->away)) {
-			probe(fs, w, now);
+			probe(fs, w, now, PROBE_MS);
 		} else if (fs->life && !life_gone(fs)) {
 			long long oldest = oldest_request(w);
 			if (oldest && now - oldest > STUCK_MS &&

@@ -12,7 +12,11 @@
  *     ride out a restart): the mount is "away". New requests then fail at
  *     once with EIO instead of each waiting out the retries again, cached
  *     attributes, listings and data are served as they are, and the
- *     watchdog asks the server once a second until it answers.
+ *     watchdog asks the server once a second until it answers. While
+ *     the server refuses connections (an answer that costs nothing), a
+ *     request may ask too (at most ten times a second), so the first
+ *     one after a restart works; a server that hangs is asked by the
+ *     watchdog only, so that nobody else waits for it.
  */
 #ifndef OSBFS_WATCH_H
 #define OSBFS_WATCH_H
@@ -27,8 +31,11 @@ int watch_start(struct osbfs *fs);
 void watch_stop(struct osbfs *fs);
 void watch_release(struct osbfs *fs);
 
-/* Whether the server is away (requests fail at once). */
+/* Whether the server is away (cached data is served as it is). */
 bool watch_away(struct osbfs *fs);
+/* Before a request: true when it must fail at once, the server being
+ * away (asked again, quickly, at most once a second, by whoever comes). */
+bool watch_gate(struct osbfs *fs);
 /* A request failed with @rc (a negative errno) after the client's
  * retries: a refused, unreachable or timed out server makes the mount
  * away. */
