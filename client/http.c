@@ -244,6 +244,25 @@ static void set_common(struct osb_client *c, CURL *h,
 	}
 	if (c->proxy)
 		curl_easy_setopt(h, CURLOPT_PROXY, c->proxy);
+	/*
+	 * At most once (osb.h, "Retries"). libcurl sends a request again by
+	 * itself, whatever its method, when a connection it reused from an
+	 * earlier call closes before a byte of the answer came ("Connection
+	 * died, retrying a fresh connect"): it takes that for a keep-alive
+	 * connection the server had closed while idle, but the server may
+	 * as well have received and performed the request, then lost the
+	 * answer. libcurl (7.74 to 8.x) resends only over a reused
+	 * connection, never over one it opened for this call (we follow no
+	 * redirects), the only exception being an HTTP/2 stream the server
+	 * refused, which by the protocol it did not process. So a call that
+	 * must not run twice goes over a connection of its own: then only
+	 * http_call's policy decides whether it is sent again. Idempotent
+	 * calls keep reusing connections.
+	 */
+	if (rq->retry != HTTP_RETRY_IDEMPOTENT)
+		curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+	/* the new connection then replaces the handle's oldest idle one */
+	curl_easy_setopt(h, CURLOPT_MAXCONNECTS, (long)OSB_HANDLE_CONNS_MAX);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 }

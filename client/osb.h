@@ -30,6 +30,13 @@
  *   when the request is known not to have reached the server (connection
  *   refused, name resolution); move and pause/resume also check the
  *   outcome when an answer was lost, so a retry never duplicates an effect.
+ *   The transport never sends a request of these twice either: each goes
+ *   over a connection opened for it (libcurl silently resends a request
+ *   whose reused keep-alive connection closed before any answer came, and
+ *   it does so only on a reused connection). A lost answer to one of them
+ *   is reported (-ECONNRESET, -ETIMEDOUT) and the effect may have happened.
+ *   The cost is a connection set-up per such call; idempotent calls keep
+ *   reusing connections.
  *
  * Wire quirks handled here, once (see WIRE.md §7 of the OpenSandbox notes)
  *   - A ranged download at or past the end of a file (or of an empty file)

@@ -28,6 +28,8 @@
 #define OSB_ERROR_BODY_MAX (64u << 10) /* an error answer, kept for text */
 #define OSB_EVENT_LINE_MAX (32u << 20) /* one event of a stream */
 #define OSB_POOL_IDLE_MAX 64           /* idle connections kept */
+#define OSB_HANDLE_CONNS_MAX 2         /* idle connections of one handle:
+					  one per API host it talks to */
 
 /* ---- util.c ---- */
 
@@ -121,7 +123,9 @@ int egress_call(struct osb_sandbox *sb, struct http_request *rq,
 
 enum http_retry {
 	HTTP_RETRY_IDEMPOTENT, /* any transient failure is retried */
-	HTTP_RETRY_UNSENT,     /* only failures before the request left */
+	HTTP_RETRY_UNSENT,     /* only failures before the request left;
+				  sent over a new connection, so that
+				  libcurl never resends it by itself */
 };
 
 /* Builds the multipart body of an upload on a curl handle; called for
