@@ -234,8 +234,18 @@ static void set_common(struct osb_client *c, CURL *h,
 	} else {
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->request_timeout_ms);
 	}
-	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
-	curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 2L * 1024 * 1024);
+	/*
+	 * Buffers as large as these make file contents move faster (fewer
+	 * callbacks and system calls), and libcurl allocates them afresh
+	 * for every transfer that asks for them; any other call keeps
+	 * libcurl's defaults (16 KiB and 64 KiB), so a daemon with many
+	 * threads does not hold megabytes per listing, stat or command.
+	 */
+	if (rq->bulk) {
+		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, OSB_BULK_RECV_BUF);
+		curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE,
+				 OSB_BULK_SEND_BUF);
+	}
 	if (c->ca_file)
 		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
 	if (c->insecure) {

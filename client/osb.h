@@ -309,9 +309,10 @@ struct osb_stat {
 	mode_t mode;            /* permission bits only (0644) */
 	struct timespec mtime;
 	struct timespec ctime;  /* execd's created_at is the ctime */
-	char owner[64];
-	char group[64];
+	const char *owner;      /* names in the sandbox, "" if unknown; */
+	const char *group;      /* both live in path's allocation */
 };
+/* Frees path (and with it owner and group). */
 void osb_stat_release(struct osb_stat *st);
 void osb_stat_array_free(struct osb_stat *sts, size_t n);
 
