@@ -117,11 +117,65 @@ int osb_file_stat(struct osb_sandbox *sb, const char *path,
 	return rc;
 }
 
+static int stat_stream_sink(void *arg, const void *data, size_t len)
+{
+	return json_stat_stream_feed(arg, data, len);
+}
+
+/*
+ * GET of a FileInfo array (a listing, a search), parsed as it arrives
+ * (json.c): the caller gets the entries, and nothing else of the answer is
+ * kept, however large. An answer broken mid-body is asked for again.
+ */
+static int stat_list_call(struct osb_sandbox *sb, const char *api_path,
+			  const char *query, const char *what,
+			  struct osb_stat **ret_entries, size_t *ret_n,
+			  struct osb_error *err)
+{
+	struct json_stat_stream st;
+	int rc;
+
+	json_stat_stream_init(&st);
+	for (int again = 0;; again++) {
+		struct http_response rs = { 0 };
+		struct http_request rq = {
+			.method = "GET",
+			.path = api_path,
+			.query = query,
+			.what = what,
+			.sink = stat_stream_sink,
+			.sink_arg = &st,
+			.retry = HTTP_RETRY_IDEMPOTENT,
+		};
+		rc = execd_call(sb, &rq, &rs, err);
+		bool broken = rc && rs.delivered && rs.retryable;
+		bool refused = rc && rs.sink_stopped; /* by the parser */
+		int status = rs.status;
+		http_response_release(&rs);
+		if (broken && again < sb->c->max_retries) {
+			json_stat_stream_release(&st);
+			osb_error_clear(err);
+			sleep_ms(http_backoff_ms(sb->c, again + 1));
+			continue;
+		}
+		if (!rc) {
+			rc = json_stat_stream_finish(&st, ret_entries, ret_n);
+			refused = rc != 0;
+		}
+		if (refused && (rc == -EPROTO || rc == -EFBIG))
+			osb_error_set(err, status, "", "GET %s [%s]: %s",
+				      api_path, what, rc == -EFBIG ?
+				      "answer too large" : "unexpected answer");
+		break;
+	}
+	json_stat_stream_release(&st);
+	return rc;
+}
+
 int osb_dir_list(struct osb_sandbox *sb, const char *path, int depth,
 		 struct osb_stat **ret_entries, size_t *ret_n,
 		 struct osb_error *err)
 {
-	struct http_response rs = { 0 };
 	struct buf q = { 0 };
 	char d[16];
 	int rc = check_path(path, err);
@@ -132,18 +186,9 @@ int osb_dir_list(struct osb_sandbox *sb, const char *path, int depth,
 	if (!rc)
 		rc = query_add(&q, "depth", d);
 	if (!rc)
-		rc = simple_call(sb, "GET", "/directories/list", q.data, path,
-				 NULL, HTTP_RETRY_IDEMPOTENT, &rs, err);
-	if (!rc) {
-		rc = json_stat_array(rs.body.data, rs.body.len, ret_entries,
-				     ret_n);
-		if (rc)
-			osb_error_set(err, rs.status, "",
-				      "GET /directories/list [%s]: unexpected answer",
-				      path);
-	}
+		rc = stat_list_call(sb, "/directories/list", q.data, path,
+				    ret_entries, ret_n, err);
 	buf_release(&q);
-	http_response_release(&rs);
 	return rc;
 }
 
@@ -252,6 +297,7 @@ int osb_file_download_sized(struct osb_sandbox *sb, const char *path,
 			.sink = dl_sink,
 			.sink_arg = &d,
 			.streaming = true,
+			.bulk = true,
 			.retry = HTTP_RETRY_IDEMPOTENT,
 		};
 		d.first = true;
@@ -468,6 +514,7 @@ int osb_file_upload(struct osb_sandbox *sb, const struct osb_upload *files,
 			.mime = up_mime,
 			.mime_arg = &u,
 			.streaming = true,
+			.bulk = true,
 			/* writing whole files again gives the same result */
 			.retry = HTTP_RETRY_IDEMPOTENT,
 		};
@@ -623,7 +670,6 @@ int osb_file_search(struct osb_sandbox *sb, const char *dir,
 		    const char *pattern, struct osb_stat **ret_entries,
 		    size_t *ret_n, struct osb_error *err)
 {
-	struct http_response rs = { 0 };
 	struct buf q = { 0 };
 	int rc = check_path(dir, err);
 
@@ -632,18 +678,9 @@ int osb_file_search(struct osb_sandbox *sb, const char *dir,
 	if (!rc && pattern)
 		rc = query_add(&q, "pattern", pattern);
 	if (!rc)
-		rc = simple_call(sb, "GET", "/files/search", q.data, dir, NULL,
-				 HTTP_RETRY_IDEMPOTENT, &rs, err);
-	if (!rc) {
-		rc = json_stat_array(rs.body.data, rs.body.len, ret_entries,
-				     ret_n);
-		if (rc)
-			osb_error_set(err, rs.status, "",
-				      "GET /files/search [%s]: unexpected answer",
-				      dir);
-	}
+		rc = stat_list_call(sb, "/files/search", q.data, dir,
+				    ret_entries, ret_n, err);
 	buf_release(&q);
-	http_response_release(&rs);
 	return rc;
 }
 

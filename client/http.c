@@ -248,8 +248,18 @@ static void set_common(struct osb_client *c, CURL *h,
 	} else {
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->request_timeout_ms);
 	}
-	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
-	curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 2L * 1024 * 1024);
+	/*
+	 * Buffers as large as these make file contents move faster (fewer
+	 * callbacks and system calls), and libcurl allocates them afresh
+	 * for every transfer that asks for them; any other call keeps
+	 * libcurl's defaults (16 KiB and 64 KiB), so a daemon with many
+	 * threads does not hold megabytes per listing, stat or command.
+	 */
+	if (rq->bulk) {
+		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, OSB_BULK_RECV_BUF);
+		curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE,
+				 OSB_BULK_SEND_BUF);
+	}
 	if (c->ca_file)
 		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
 	if (c->insecure) {
@@ -258,6 +268,25 @@ static void set_common(struct osb_client *c, CURL *h,
 	}
 	if (c->proxy)
 		curl_easy_setopt(h, CURLOPT_PROXY, c->proxy);
+	/*
+	 * At most once (osb.h, "Retries"). libcurl sends a request again by
+	 * itself, whatever its method, when a connection it reused from an
+	 * earlier call closes before a byte of the answer came ("Connection
+	 * died, retrying a fresh connect"): it takes that for a keep-alive
+	 * connection the server had closed while idle, but the server may
+	 * as well have received and performed the request, then lost the
+	 * answer. libcurl (7.74 to 8.x) resends only over a reused
+	 * connection, never over one it opened for this call (we follow no
+	 * redirects), the only exception being an HTTP/2 stream the server
+	 * refused, which by the protocol it did not process. So a call that
+	 * must not run twice goes over a connection of its own: then only
+	 * http_call's policy decides whether it is sent again. Idempotent
+	 * calls keep reusing connections.
+	 */
+	if (rq->retry != HTTP_RETRY_IDEMPOTENT)
+		curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+	/* the new connection then replaces the handle's oldest idle one */
+	curl_easy_setopt(h, CURLOPT_MAXCONNECTS, (long)OSB_HANDLE_CONNS_MAX);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 }

@@ -2,10 +2,11 @@
  * json.c - every JSON shape of the OpenSandbox APIs, both ways.
  *
  * cJSON lives in this file only: a body is parsed, copied out into our
- * own structs, and the tree deleted. cJSON_ParseWithLengthOpts is used
- * (never the global error pointer) since callers run on many threads.
- * Numbers that may exceed 2^31 are read from valuedouble with a range
- * check.
+ * own structs, and the tree deleted; a listing is parsed one entry at a
+ * time as it arrives (json_stat_stream), never as one tree.
+ * cJSON_ParseWithLengthOpts is used (never the global error pointer) since
+ * callers run on many threads. Numbers that may exceed 2^31 are read from
+ * valuedouble with a range check.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -138,16 +139,34 @@ static mode_t mode_from_wire(int64_t v)
 	return m & 07777;
 }
 
+/*
+ * One allocation holds the path, then the owner and group names, so that an
+ * entry of a listing costs its struct and one block.
+ */
 static int stat_from(const cJSON *o, struct osb_stat *st)
 {
+	const char *path = get_str(o, "path");
+	const char *owner = get_str(o, "owner");
+	const char *group = get_str(o, "group");
 	const char *type = get_str(o, "type");
 	const char *s;
 	int64_t v;
 
 	memset(st, 0, sizeof(*st));
-	st->path = dup_str(o, "path");
-	if (!st->path)
+	if (!path)
 		return -EPROTO;
+	owner = owner ? owner : "";
+	group = group ? group : "";
+	size_t pl = strlen(path) + 1, ol = strlen(owner) + 1;
+	char *block = malloc(pl + ol + strlen(group) + 1);
+	if (!block)
+		return -ENOMEM;
+	memcpy(block, path, pl);
+	memcpy(block + pl, owner, ol);
+	strcpy(block + pl + ol, group);
+	st->path = block;
+	st->owner = block + pl;
+	st->group = block + pl + ol;
 	if (!type || strcmp(type, "file") == 0)
 		st->type = OSB_FILE;
 	else if (strcmp(type, "directory") == 0)
@@ -166,10 +185,6 @@ static int stat_from(const cJSON *o, struct osb_stat *st)
 	s = get_str(o, "created_at");
 	if (s)
 		osb_time_parse(s, &st->ctime);
-	s = get_str(o, "owner");
-	snprintf(st->owner, sizeof(st->owner), "%s", s ? s : "");
-	s = get_str(o, "group");
-	snprintf(st->group, sizeof(st->group), "%s", s ? s : "");
 	return 0;
 }
 
@@ -183,39 +198,143 @@ int json_stat_map_get(const char *body, size_t len, const char *key,
 	return rc;
 }
 
-int json_stat_array(const char *body, size_t len, struct osb_stat **ret,
-		    size_t *ret_n)
-{
-	cJSON *root = parse(body, len);
-	const cJSON *item;
-	size_t n = 0;
-	int rc = 0;
+/*
+ * The reader of a FileInfo array. Outside the elements it is a small
+ * state machine over the array's punctuation; inside one it only tracks
+ * strings (and their escapes) and nesting, to find where the element ends.
+ */
+enum {
+	SA_OPEN,  /* before '[' */
+	SA_FIRST, /* after '[': an element or ']' */
+	SA_NEXT,  /* after an element: ',' or ']' */
+	SA_ELEM,  /* after ',': an element */
+	SA_IN,    /* inside an element */
+	SA_DONE,  /* after ']' */
+};
 
-	if (!cJSON_IsArray(root)) {
-		cJSON_Delete(root);
-		return -EPROTO;
+void json_stat_stream_init(struct json_stat_stream *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->elem.max = OSB_JSON_ELEM_MAX;
+}
+
+void json_stat_stream_release(struct json_stat_stream *s)
+{
+	buf_release(&s->elem);
+	osb_stat_array_free(s->a, s->n);
+	json_stat_stream_init(s);
+}
+
+static bool json_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Parses the element in s->elem and appends it. */
+static int stat_stream_add(struct json_stat_stream *s)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct osb_stat *a = realloc(s->a, cap * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		s->a = a;
+		s->cap = cap;
 	}
-	size_t count = (size_t)cJSON_GetArraySize(root);
-	struct osb_stat *a = calloc(count ? count : 1, sizeof(*a));
-	if (!a) {
-		cJSON_Delete(root);
-		return -ENOMEM;
-	}
-	cJSON_ArrayForEach(item, root)
-	{
-		if (!cJSON_IsObject(item) || stat_from(item, &a[n])) {
-			rc = -EPROTO;
-			break;
+	cJSON *o = parse(s->elem.data, s->elem.len);
+	int rc = cJSON_IsObject(o) ? stat_from(o, &s->a[s->n]) : -EPROTO;
+	cJSON_Delete(o);
+	s->elem.len = 0;
+	if (!rc)
+		s->n++;
+	return rc;
+}
+
+/* Bytes of the element at @p, up to its end or @len; *ret_end if it ends. */
+static size_t stat_stream_scan(struct json_stat_stream *s, const char *p,
+			       size_t len, bool *ret_end)
+{
+	for (size_t i = 0; i < len; i++) {
+		char c = p[i];
+		if (s->in_string) {
+			if (s->escaped)
+				s->escaped = false;
+			else if (c == '\\')
+				s->escaped = true;
+			else if (c == '"')
+				s->in_string = false;
+		} else if (c == '"') {
+			s->in_string = true;
+		} else if (c == '{' || c == '[') {
+			s->depth++;
+		} else if ((c == '}' || c == ']') && --s->depth == 0) {
+			*ret_end = true;
+			return i + 1;
 		}
-		n++;
 	}
-	cJSON_Delete(root);
-	if (rc) {
-		osb_stat_array_free(a, n);
-		return rc;
+	*ret_end = false;
+	return len;
+}
+
+int json_stat_stream_feed(struct json_stat_stream *s, const void *data,
+			  size_t len)
+{
+	const char *p = data;
+	size_t i = 0;
+
+	s->total += len;
+	if (s->total > OSB_JSON_BODY_MAX)
+		return -EFBIG;
+	while (i < len) {
+		char c = p[i];
+		if (s->state == SA_IN) {
+			bool end;
+			size_t n = stat_stream_scan(s, p + i, len - i, &end);
+			int rc = buf_append(&s->elem, p + i, n);
+			if (!rc && end)
+				rc = stat_stream_add(s);
+			if (rc)
+				return rc;
+			if (end)
+				s->state = SA_NEXT;
+			i += n;
+			continue;
+		}
+		if ((s->state == SA_FIRST || s->state == SA_ELEM) &&
+		    c == '{') {
+			s->state = SA_IN; /* the brace is the element's */
+			continue;
+		}
+		i++;
+		if (json_space(c))
+			continue;
+		if (s->state == SA_OPEN && c == '[')
+			s->state = SA_FIRST;
+		else if ((s->state == SA_FIRST || s->state == SA_NEXT) &&
+			 c == ']')
+			s->state = SA_DONE;
+		else if (s->state == SA_NEXT && c == ',')
+			s->state = SA_ELEM;
+		else
+			return -EPROTO;
 	}
-	*ret = a;
-	*ret_n = n;
+	return 0;
+}
+
+int json_stat_stream_finish(struct json_stat_stream *s,
+			    struct osb_stat **ret, size_t *ret_n)
+{
+	if (s->state != SA_DONE)
+		return -EPROTO;
+	/* give back what the doubling left unused (an empty array is not
+	 * NULL: callers tell "no entries" by the count) */
+	struct osb_stat *a = realloc(s->a, (s->n ? s->n : 1) * sizeof(*a));
+	if (!a && !s->n)
+		return -ENOMEM;
+	*ret = a ? a : s->a;
+	*ret_n = s->n;
+	s->a = NULL;
+	s->n = s->cap = 0;
 	return 0;
 }
 

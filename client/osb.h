@@ -30,6 +30,13 @@
  *   when the request is known not to have reached the server (connection
  *   refused, name resolution); move and pause/resume also check the
  *   outcome when an answer was lost, so a retry never duplicates an effect.
+ *   The transport never sends a request of these twice either: each goes
+ *   over a connection opened for it (libcurl silently resends a request
+ *   whose reused keep-alive connection closed before any answer came, and
+ *   it does so only on a reused connection). A lost answer to one of them
+ *   is reported (-ECONNRESET, -ETIMEDOUT) and the effect may have happened.
+ *   The cost is a connection set-up per such call; idempotent calls keep
+ *   reusing connections.
  *
  * Wire quirks handled here, once (see WIRE.md §7 of the OpenSandbox notes)
  *   - A ranged download at or past the end of a file (or of an empty file)
@@ -324,9 +331,10 @@ struct osb_stat {
 	mode_t mode;            /* permission bits only (0644) */
 	struct timespec mtime;
 	struct timespec ctime;  /* execd's created_at is the ctime */
-	char owner[64];
-	char group[64];
+	const char *owner;      /* names in the sandbox, "" if unknown; */
+	const char *group;      /* both live in path's allocation */
 };
+/* Frees path (and with it owner and group). */
 void osb_stat_release(struct osb_stat *st);
 void osb_stat_array_free(struct osb_stat *sts, size_t n);
 

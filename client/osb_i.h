@@ -25,9 +25,14 @@
 
 /* Caps on what is kept in memory from the network, in one place. */
 #define OSB_JSON_BODY_MAX (256u << 20) /* a JSON answer (big listings) */
+#define OSB_JSON_ELEM_MAX (64u << 10)  /* one entry of a listing */
 #define OSB_ERROR_BODY_MAX (64u << 10) /* an error answer, kept for text */
 #define OSB_EVENT_LINE_MAX (32u << 20) /* one event of a stream */
 #define OSB_POOL_IDLE_MAX 64           /* idle connections kept */
+#define OSB_BULK_RECV_BUF (512L << 10) /* libcurl's buffers for file */
+#define OSB_BULK_SEND_BUF (2L << 20)   /* contents (http.c) */
+#define OSB_HANDLE_CONNS_MAX 2         /* idle connections of one handle:
+					  one per API host it talks to */
 
 /* ---- util.c ---- */
 
@@ -122,7 +127,9 @@ int egress_call(struct osb_sandbox *sb, struct http_request *rq,
 
 enum http_retry {
 	HTTP_RETRY_IDEMPOTENT, /* any transient failure is retried */
-	HTTP_RETRY_UNSENT,     /* only failures before the request left */
+	HTTP_RETRY_UNSENT,     /* only failures before the request left;
+				  sent over a new connection, so that
+				  libcurl never resends it by itself */
 };
 
 /* Builds the multipart body of an upload on a curl handle; called for
@@ -147,6 +154,7 @@ struct http_request {
 	void *sink_arg;
 	bool streaming;         /* long body: no total timeout, a stall
 				   limit of request_timeout instead */
+	bool bulk;              /* file contents: large transfer buffers */
 	enum http_retry retry;
 	bool no_retry;          /* one attempt only */
 };
@@ -188,8 +196,31 @@ void json_error_body(const char *body, size_t len, char *code,
 
 int json_stat_map_get(const char *body, size_t len, const char *key,
 		      struct osb_stat *ret);
-int json_stat_array(const char *body, size_t len, struct osb_stat **ret,
-		    size_t *ret_n);
+
+/*
+ * A JSON array of FileInfo objects (a listing), read as it arrives: each
+ * element is cut out of the stream and parsed alone, so that neither the
+ * whole body nor a tree of it is ever held. _feed() takes the next bytes
+ * (0, -EPROTO, -EFBIG past OSB_JSON_BODY_MAX or an element past
+ * OSB_JSON_ELEM_MAX, -ENOMEM); _finish() hands the entries over once the
+ * array was closed (-EPROTO if it was not; free them with
+ * osb_stat_array_free()); _release() drops what is left.
+ */
+struct json_stat_stream {
+	int state;
+	int depth;              /* nesting inside the current element */
+	bool in_string, escaped;
+	struct buf elem;        /* the current element's text */
+	uint64_t total;         /* bytes fed */
+	struct osb_stat *a;
+	size_t n, cap;
+};
+void json_stat_stream_init(struct json_stat_stream *s);
+int json_stat_stream_feed(struct json_stat_stream *s, const void *data,
+			  size_t len);
+int json_stat_stream_finish(struct json_stat_stream *s,
+			    struct osb_stat **ret, size_t *ret_n);
+void json_stat_stream_release(struct json_stat_stream *s);
 
 int json_sandbox(const char *body, size_t len, struct osb_sandbox_info *ret);
 int json_sandbox_list(const char *body, size_t len,

@@ -4,6 +4,7 @@ fetching all of it, and the daemon's memory staying bounded."""
 
 import hashlib
 import os
+import subprocess
 import time
 
 from mounthelp import make_mount  # noqa: F401  (fixture)
@@ -103,3 +104,24 @@ def test_sparse_write_far_into_a_file(server, make_mount):
     assert st["size"] == (100 << 20) + 3
     code, out, _ = server.run(m.sandbox_id, "tail -c 3 %s" % m.spath("sparse"))
     assert out == "end\n" or out == "end"
+
+
+def test_listing_20000_files_keeps_the_daemon_small(server, make_mount):
+    # a user lists a big directory now and then, a fresh listing each time
+    # (the listing cache is dropped in between, as dir_timeout would)
+    m = make_mount()
+    n = 20000
+    code, _, err = server.run(m.sandbox_id, "mkdir -p %s && cd %s && seq %d | xargs touch"
+                              % (m.spath("big"), m.spath("big"), n), timeout=300)
+    assert code == 0, err
+    for _ in range(8):
+        with open(m.p(".osb", "ctl"), "w") as f:
+            f.write("invalidate\n")
+        r = subprocess.run(["ls", "-l", m.p("big")], stdout=subprocess.PIPE, check=True)
+        assert r.stdout.count(b"\n") == n + 1  # the "total" line
+    for i in range(1, n + 1, 997):
+        assert os.stat(m.p("big", str(i))).st_size == 0
+    peak = peak_rss_kib(m.proc.pid)
+    print("\nosbfs peak RSS after listing %d files 8 times: %.1f MiB" % (n, peak / 1024))
+    if not sanitized():
+        assert peak < 64 * 1024

@@ -78,6 +78,16 @@ int cli_fail(const char *what, int rc, const struct osb_error *err)
 	return 1;
 }
 
+int cli_fail_unsure(const char *what, int rc, const struct osb_error *err,
+		    const char *maybe)
+{
+	if (rc != -ECONNRESET && rc != -ETIMEDOUT)
+		return cli_fail(what, rc, err);
+	fprintf(stderr, "osb: %s: %s; %s\n", what,
+		err && err->message[0] ? err->message : strerror(-rc), maybe);
+	return 1;
+}
+
 int cli_usage(const char *fmt, ...)
 {
 	va_list ap;

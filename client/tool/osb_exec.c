@@ -161,7 +161,8 @@ int cmd_exec(struct osb_cli *cli, int argc, char **argv)
 	if (!sb)
 		return 255;
 	if (rc) {
-		cli_fail("exec", rc, &err);
+		cli_fail_unsure("exec", rc, &err,
+				"the command may have run all the same");
 		return 255; /* like ssh: our own failure */
 	}
 	if (code < 0)
@@ -189,7 +190,9 @@ int cmd_spawn(struct osb_cli *cli, int argc, char **argv)
 	if (!sb)
 		return 1;
 	if (rc)
-		return cli_fail("spawn", rc, &err);
+		return cli_fail_unsure("spawn", rc, &err,
+				       "the command may have started all the "
+				       "same");
 	printf("%s\n", id);
 	return 0;
 }

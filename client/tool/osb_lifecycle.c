@@ -161,18 +161,10 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 	p.network_policy_json = policy;
 
 	int rc = osb_sandbox_create(cli->client, &p, &info, &err);
-	if (rc == -ECONNRESET || rc == -ETIMEDOUT) {
-		/* create is never resent; but the lost answer may have been
-		 * that of a sandbox made all the same */
-		fprintf(stderr,
-			"osb: create: %s; the sandbox may exist all the same "
-			"(osb list shows it)\n",
-			err.message);
-		status = 1;
-		goto out;
-	}
 	if (rc) {
-		status = cli_fail("create", rc, &err);
+		status = cli_fail_unsure("create", rc, &err,
+					 "the sandbox may exist all the same "
+					 "(osb list shows it)");
 		goto out;
 	}
 	if (wait) {

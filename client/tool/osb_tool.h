@@ -24,6 +24,11 @@ const char *cli_sandbox_id(struct osb_cli *cli, int argc, char **argv,
 			   int optind_now);
 /* Prints "osb: WHAT: MESSAGE" and returns 1. */
 int cli_fail(const char *what, int rc, const struct osb_error *err);
+/* The same for a call that is never resent (a create, a command): when
+ * its answer was lost (-ECONNRESET, -ETIMEDOUT) it may have taken effect
+ * all the same, which "; @maybe" after the message tells. */
+int cli_fail_unsure(const char *what, int rc, const struct osb_error *err,
+		    const char *maybe);
 /* Prints a usage error and returns 2. */
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parses a number (with an optional unit for durations in seconds). */

@@ -1,0 +1,143 @@
+/*
+ * test_json.c - the streamed reader of FileInfo arrays (json.c): the same
+ * entries whatever the cut of the body into pieces, strings that hold
+ * braces and escaped quotes, and the answers it must refuse.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "osb_i.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                            \
+	do {                                                        \
+		if (!(cond)) {                                      \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__,   \
+				__LINE__);                          \
+			fprintf(stderr, __VA_ARGS__);               \
+			fputc('\n', stderr);                        \
+			failures++;                                 \
+		}                                                   \
+	} while (0)
+
+static const char listing[] =
+	" [ {\"path\":\"/w/a\",\"size\":3,\"mode\":644,\"type\":\"file\","
+	"\"owner\":\"root\",\"group\":\"staff\","
+	"\"modified_at\":\"2025-01-02T03:04:05Z\"},\n"
+	"{\"path\":\"/w/b}{\\\"[x]\",\"type\":\"directory\",\"mode\":755,"
+	"\"extra\":{\"k\":[1,{\"z\":\"}\"}]}},"
+	"{\"path\":\"/w/\\u00e9\",\"type\":\"symlink\",\"size\":9} ]\n";
+
+/* Feeds @body in pieces of @piece bytes; the rc of the first failure. */
+static int read_all(const char *body, size_t len, size_t piece,
+		    struct osb_stat **ret, size_t *ret_n)
+{
+	struct json_stat_stream s;
+	int rc = 0;
+
+	json_stat_stream_init(&s);
+	for (size_t off = 0; !rc && off < len; off += piece)
+		rc = json_stat_stream_feed(&s, body + off,
+					   len - off < piece ? len - off :
+							       piece);
+	if (!rc)
+		rc = json_stat_stream_finish(&s, ret, ret_n);
+	json_stat_stream_release(&s);
+	return rc;
+}
+
+static void test_pieces(void)
+{
+	for (size_t piece = 1; piece <= sizeof(listing); piece++) {
+		struct osb_stat *a = NULL;
+		size_t n = 0;
+		int rc = read_all(listing, strlen(listing), piece, &a, &n);
+		CHECK(rc == 0 && n == 3, "pieces of %zu: rc %d, %zu entries",
+		      piece, rc, n);
+		if (rc || n != 3) {
+			if (!rc)
+				osb_stat_array_free(a, n);
+			continue;
+		}
+		CHECK(strcmp(a[0].path, "/w/a") == 0 && a[0].size == 3 &&
+			      a[0].mode == 0644 && a[0].type == OSB_FILE &&
+			      strcmp(a[0].owner, "root") == 0 &&
+			      strcmp(a[0].group, "staff") == 0 &&
+			      a[0].mtime.tv_sec == 1735787045,
+		      "entry 0");
+		CHECK(strcmp(a[1].path, "/w/b}{\"[x]") == 0 &&
+			      a[1].type == OSB_DIR && a[1].mode == 0755 &&
+			      strcmp(a[1].owner, "") == 0,
+		      "entry 1: %s", a[1].path);
+		CHECK(strcmp(a[2].path, "/w/\xc3\xa9") == 0 &&
+			      a[2].type == OSB_SYMLINK && a[2].size == 9,
+		      "entry 2: %s", a[2].path);
+		osb_stat_array_free(a, n);
+	}
+}
+
+static void test_answers(void)
+{
+	static const struct {
+		const char *body;
+		int rc;
+		size_t n;
+	} rows[] = {
+		{ "[]", 0, 0 },
+		{ " [ \n ] \n", 0, 0 },
+		{ "", -EPROTO, 0 },
+		{ "[", -EPROTO, 0 },
+		{ "[{\"path\":\"/a\"}", -EPROTO, 0 },
+		{ "[{\"path\":\"/a\"},]", -EPROTO, 0 },
+		{ "[,{\"path\":\"/a\"}]", -EPROTO, 0 },
+		{ "[{\"path\":\"/a\"}{\"path\":\"/b\"}]", -EPROTO, 0 },
+		{ "[{\"path\":\"/a\"}] x", -EPROTO, 0 },
+		{ "[1]", -EPROTO, 0 },
+		{ "{\"path\":\"/a\"}", -EPROTO, 0 },
+		{ "[{\"size\":1}]", -EPROTO, 0 },
+		{ "[{\"path\":\"/a\",}]", -EPROTO, 0 },
+		{ "null", -EPROTO, 0 },
+		{ "[{\"path\":\"/a\"},{\"path\":\"/b\"}]", 0, 2 },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct osb_stat *a = NULL;
+		size_t n = 0;
+		int rc = read_all(rows[i].body, strlen(rows[i].body), 3, &a,
+				  &n);
+		CHECK(rc == rows[i].rc && (rc || n == rows[i].n),
+		      "%s: rc %d, %zu entries", rows[i].body, rc, n);
+		CHECK(rc || a, "%s: an empty listing is not NULL",
+		      rows[i].body);
+		if (!rc)
+			osb_stat_array_free(a, n);
+	}
+}
+
+static void test_caps(void)
+{
+	struct json_stat_stream s;
+	static char big[OSB_JSON_ELEM_MAX + 64];
+
+	memset(big, ' ', sizeof(big));
+	memcpy(big, "[{\"path\":\"/", 11);
+	big[sizeof(big) - 1] = 'x';
+	json_stat_stream_init(&s);
+	int rc = json_stat_stream_feed(&s, big, sizeof(big));
+	CHECK(rc == -EFBIG, "an entry past the cap: rc %d", rc);
+	json_stat_stream_release(&s);
+}
+
+int main(void)
+{
+	test_pieces();
+	test_answers();
+	test_caps();
+	if (failures) {
+		fprintf(stderr, "%d failures\n", failures);
+		return 1;
+	}
+	printf("json stream: ok\n");
+	return 0;
+}
