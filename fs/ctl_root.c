@@ -18,6 +18,7 @@
 #include "log.h"
 #include "ops.h"
 #include "remote.h"
+#include "watch.h"
 #include "writeback.h"
 
 /* the longest `sync` waits for the uploads */
@@ -64,6 +65,9 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	rc = rc ? rc : json_unix_time(out, li.expires_at);
 	rc = rc ? rc : text_adds(out, ",\"endpoint\":");
 	rc = rc ? rc : text_json_str(out, osb_sandbox_execd_url(fs->sb));
+	/* away: requests fail at once, the cache is served (watch.h) */
+	rc = rc ? rc : text_adds(out, ",\"server\":");
+	rc = rc ? rc : text_json_str(out, watch_away(fs) ? "away" : "reachable");
 	rc = rc ? rc : text_adds(out, ",\"dir\":");
 	rc = rc ? rc : text_json_str(out, fs->root);
 	rc = rc ? rc : text_adds(out, ",\"mountpoint\":");

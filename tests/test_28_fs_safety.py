@@ -5,6 +5,7 @@ it. Each test checks the sandbox side through the file API, and the daemon
 is checked at teardown (exit status, sanitizer reports)."""
 
 import errno
+import json
 import os
 import subprocess
 import tempfile
@@ -306,6 +307,7 @@ def test_server_away_fails_fast_serves_the_cache_and_recovers(make_server, make_
     for i in range(20):
         assert errno_of(os.stat, m.p("unknown%d" % i)) == errno.EIO
     assert time.monotonic() - t0 < 10   # at once, not 20 times the retries
+    assert json.load(open(m.p(".osb", "info")))["server"] == "away"
     # what is cached is still there to read
     assert open(m.p("cached.txt"), "rb").read() == b"read before"
     assert "cached.txt" in os.listdir(m.path)

@@ -181,6 +181,7 @@ def test_info_describes_the_sandbox(mount, server):
     assert i["dir"] == "/workspace"
     assert i["mountpoint"] == os.path.realpath(mount.p())
     assert i["endpoint"].startswith("http://127.0.0.1:")
+    assert i["server"] == "reachable"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", i["created_at"])
     assert i["expires_at"] > i["created_at"]
     assert set(i["cache"]) == {"dir", "pending", "dirty_files", "dirty_bytes", "uploading",
