@@ -135,7 +135,8 @@ def test_idle_pause_then_transparent_resume(server, make_mount):
     sid = m.sandbox_id
     server.write_file(sid, m.spath("data.txt"), b"still here after a pause")
     assert wait_for(lambda: state(server, sid) == "Paused", timeout=20)
-    assert info(m)["state"] == "Paused"
+    # the daemon hears of it when the pause call's answer comes back
+    assert wait_for(lambda: info(m)["state"] == "Paused", timeout=10)
     t0 = time.time()
     assert open(m.p("data.txt"), "rb").read() == b"still here after a pause"
     print("\nfirst read after an idle pause: %.2f s" % (time.time() - t0))
