@@ -127,6 +127,7 @@ int node_table_init(struct node_table *nt, const char *root_path)
 {
 	memset(nt, 0, sizeof(*nt));
 	pthread_mutex_init(&nt->lock, NULL);
+	pthread_cond_init(&nt->listed, NULL);
 	nt->ino_buckets = nt->name_buckets = 1024;
 	nt->by_ino = calloc(nt->ino_buckets, sizeof(*nt->by_ino));
 	nt->by_name = calloc(nt->name_buckets, sizeof(*nt->by_name));
@@ -166,6 +167,7 @@ void node_table_release(struct node_table *nt)
 	free(nt->by_ino);
 	free(nt->by_name);
 	pthread_mutex_destroy(&nt->lock);
+	pthread_cond_destroy(&nt->listed);
 	memset(nt, 0, sizeof(*nt));
 }
 

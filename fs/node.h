@@ -61,6 +61,7 @@ struct node {
 	uint64_t list_gen;      /* bumped when the listing is refetched */
 	uint64_t listed_gen;    /* the parent's list_gen when we were in it */
 	uint64_t change_gen;    /* bumped by every change we make under a dir */
+	bool listing;           /* a listing is being fetched (dir_load) */
 
 	char *link_target;      /* cached readlink */
 
@@ -83,6 +84,7 @@ struct node {
 
 struct node_table {
 	pthread_mutex_t lock;
+	pthread_cond_t listed;  /* with lock: a node's listing is done */
 	uint64_t next_ino;
 	struct node **by_ino;
 	size_t ino_buckets;

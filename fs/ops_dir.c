@@ -16,25 +16,54 @@
 #include "watch.h"
 #include "writeback.h"
 
+static int dir_fetch(struct osbfs *fs, struct held *h, uint64_t gen);
+
 int dir_load(struct osbfs *fs, struct held *h)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *d = h->n;
+	/* one listing of a directory at a time: who comes while it is
+	 * fetched waits for it (parallel ls, find beside an editor), which
+	 * saves the requests and the memory of the copies */
+	for (;;) {
+		long long now = mono_ms();
+		if (d->list_valid && now < d->list_expiry) {
+			pthread_mutex_unlock(&fs->nodes.lock);
+			return 0;
+		}
+		if (!d->listing)
+			break;
+		pthread_cond_wait(&fs->nodes.listed, &fs->nodes.lock);
+	}
+	d->listing = true;
+	uint64_t gen = d->change_gen;
+	pthread_mutex_unlock(&fs->nodes.lock);
+
+	int rc = dir_fetch(fs, h, gen);
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	d->listing = false;
+	pthread_cond_broadcast(&fs->nodes.listed);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return rc;
+}
+
+/* Fetches @h's listing and updates its children (dir_load). */
+static int dir_fetch(struct osbfs *fs, struct held *h, uint64_t gen)
 {
 	struct rdent *ents = NULL;
 	size_t n = 0;
 	long long now = mono_ms();
-
-	pthread_mutex_lock(&fs->nodes.lock);
 	struct node *d = h->n;
-	if (d->list_valid && now < d->list_expiry) {
-		pthread_mutex_unlock(&fs->nodes.lock);
-		return 0;
-	}
-	uint64_t gen = d->change_gen;
-	pthread_mutex_unlock(&fs->nodes.lock);
 
 	int rc = remote_list(fs, h->path, &ents, &n);
-	if (rc && watch_away(fs) && d->list_gen) {
+	if (rc && watch_away(fs)) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		bool listed_before = d->list_gen != 0;
+		pthread_mutex_unlock(&fs->nodes.lock);
 		/* the server is away: the last listing is the best there is */
-		return 0;
+		if (listed_before)
+			return 0;
 	}
 	if (rc) {
 		if (rc == -ENOENT) {

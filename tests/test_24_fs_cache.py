@@ -30,6 +30,22 @@ def test_listing_answers_every_childs_getattr(server, make_mount):
     assert count(server, sid, "GET /files/info") <= 1  # the directory itself
 
 
+def test_parallel_listings_of_a_directory_share_one_request(server, make_mount):
+    m = make_mount(options=["attr_timeout=30s", "dir_timeout=30s"])
+    sid = m.sandbox_id
+    server.run(sid, "mkdir -p /workspace/big && cd /workspace/big && seq 3000 | xargs touch")
+    server.reset_stats()
+    got = []
+    ts = [threading.Thread(target=lambda: got.append(len(os.listdir(m.p("big")))))
+          for _ in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert got == [3000] * 8
+    assert count(server, sid, "GET /directories/list") == 1
+
+
 def test_repeated_stat_is_cached(server, make_mount):
     m = make_mount(options=["attr_timeout=30s"])
     server.write_file(m.sandbox_id, m.spath("c"), b"123")
