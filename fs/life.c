@@ -330,12 +330,7 @@ static void *life_thread(void *arg)
 	pthread_mutex_lock(&l->lock);
 	while (!l->stop) {
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 250 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		cond_deadline(&ts, 250);
 		pthread_cond_timedwait(&l->cond, &l->lock, &ts);
 		if (l->stop)
 			break;

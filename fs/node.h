@@ -142,6 +142,9 @@ void node_for_each(struct node_table *nt,
 
 /* CLOCK_MONOTONIC in milliseconds. */
 long long mono_ms(void);
+/* The CLOCK_REALTIME time @ms from now, for pthread_cond_timedwait() on
+ * a condition variable with the default clock. */
+void cond_deadline(struct timespec *ts, long long ms);
 /* Sleeps @ms milliseconds (signals do not cut it short). */
 void mono_sleep_ms(long ms);
 

@@ -163,8 +163,7 @@ bool watch_cancelled_resume(struct osbfs *fs)
 	if (!w)
 		return false;
 	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += fs->opt->start_timeout_ms / 1000 + 60;
+	cond_deadline(&ts, fs->opt->start_timeout_ms + 60000);
 	pthread_mutex_lock(&w->lock);
 	while (atomic_load(&cancel_all) && !w->stop)
 		if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT)
@@ -260,12 +259,7 @@ static void *watchdog(void *arg)
 	pthread_mutex_lock(&w->lock);
 	while (!w->stop) {
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += TICK_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		cond_deadline(&ts, TICK_MS);
 		pthread_cond_timedwait(&w->cond, &w->lock, &ts);
 		if (w->stop)
 			break;

@@ -61,17 +61,6 @@ struct item {
 	bool times_only;        /* the bytes are there, its times are not */
 };
 
-static void abs_deadline(struct timespec *ts, long long ms)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static bool eligible(const struct cfile *cf, long long now)
 {
 	if (cf->inflight)
@@ -519,7 +508,7 @@ static void *worker(void *arg)
 				fs->opt->writeback_delay_ms / 2);
 		if (!n) {
 			struct timespec ts;
-			abs_deadline(&ts, wait);
+			cond_deadline(&ts, wait);
 			pthread_cond_timedwait(&wb->kick, &c->lock, &ts);
 			continue;
 		}
@@ -551,7 +540,7 @@ static void *syncer(void *arg)
 	pthread_mutex_lock(&c->lock);
 	while (!wb->stop) {
 		struct timespec ts;
-		abs_deadline(&ts, 1000);
+		cond_deadline(&ts, 1000);
 		pthread_cond_timedwait(&wb->kick, &c->lock, &ts);
 		if (!c->unsynced)
 			continue;
@@ -681,7 +670,7 @@ int wb_flush_all(struct osbfs *fs, long timeout_ms)
 	struct timespec deadline;
 
 	if (timeout_ms >= 0)
-		abs_deadline(&deadline, timeout_ms);
+		cond_deadline(&deadline, timeout_ms);
 	pthread_mutex_lock(&c->lock);
 	if (c->ndirty)
 		w = calloc(c->ndirty, sizeof(*w));
