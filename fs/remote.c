@@ -145,15 +145,17 @@ void fattr_from_stat(struct fattr *a, const struct osb_stat *st)
 static atomic_uint ops_sent;
 
 static const char once_fmt[] =
-	"d=" OPS_DIR " f=" OPS_DIR "/%1$s\n"
-	"%2$s"
+	"d=%1$s f=%1$s/%2$s\n"
+	"%3$s"
 	"set -C\n"
-	"{ : >\"$f.c\" || { mkdir -p \"$d\" && : >\"$f.c\"; }; } "
+	/* `true`, not `:`: a failed redirection of a special builtin ends
+	 * a POSIX shell (execd runs sh when a sandbox has no bash) */
+	"{ true >\"$f.c\" || { mkdir -p \"$d\" && true >\"$f.c\"; }; } "
 	"2>/dev/null\n"
 	"c=$?\n"
 	"set +C\n"
 	"if [ $c = 0 ]; then\n"
-	"(\n%3$s\n) 2>\"$f.e\"\n"
+	"(\n%4$s\n) 2>\"$f.e\"\n"
 	"r=$?\n"
 	"echo $r >\"$f.r\"\n"
 	"[ $r = 0 ] || cat \"$f.e\" >&2\n"
@@ -169,24 +171,30 @@ static const char once_fmt[] =
 	"[ \"$r\" = 0 ] || cat \"$f.e\" >&2\n"
 	"exit $r\n";
 
-/* @script wrapped to run at most once (malloc'd). */
+char *remote_once_script(const char *ops_dir, const char *id,
+			 const char *script, bool sweep)
+{
+	char *out = NULL;
+	const char *sweep_cmd =
+		sweep ? "find \"$d\" -type f -mmin +" STR(OPS_KEEP_MIN)
+			" -delete 2>/dev/null\n" :
+			"";
+	if (asprintf(&out, once_fmt, ops_dir, id, sweep_cmd, script) < 0)
+		return NULL;
+	return out;
+}
+
+/* @script wrapped to run at most once, with a new id (malloc'd). */
 static char *once_wrap(const char *script)
 {
 	uint64_t id = 0;
-	char *out = NULL;
 	char sid[24];
 	if (getrandom(&id, sizeof(id), 0) != sizeof(id))
 		id = (uint64_t)mono_ms() * 0x9e3779b97f4a7c15ULL;
 	snprintf(sid, sizeof(sid), "%016llx", (unsigned long long)id);
 	/* now and then, the records nobody can ask about any more */
 	bool sweep = atomic_fetch_add(&ops_sent, 1) % OPS_SWEEP_EVERY == 0;
-	const char *sweep_cmd =
-		sweep ? "find \"$d\" -type f -mmin +" STR(OPS_KEEP_MIN)
-			" -delete 2>/dev/null\n" :
-			"";
-	if (asprintf(&out, once_fmt, sid, sweep_cmd, script) < 0)
-		return NULL;
-	return out;
+	return remote_once_script(OPS_DIR, sid, script, sweep);
 }
 
 /* Failures after which the command may or may not have run, and a new

@@ -85,6 +85,11 @@ enum shell_kind {
 	SHELL_ONCE,       /* takes effect at most once, whatever happens:
 			     wrapped with an operation id (remote.c) */
 };
+/* The text of @script wrapped to run at most once under operation @id,
+ * its records in @ops_dir (remote.c says how); @sweep also removes old
+ * records. malloc'd; NULL on ENOMEM. For SHELL_ONCE, and the tests. */
+char *remote_once_script(const char *ops_dir, const char *id,
+			 const char *script, bool sweep);
 /* Runs @script with bash in the sandbox; output captured (up to 64 MiB).
  * Transient failures are retried (a few seconds at most). Returns 0 and
  * the exit code, or a negative errno (EIO) if it could not run. */

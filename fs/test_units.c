@@ -1,13 +1,15 @@
 /*
  * test_units.c - unit tests of osbfs's pure modules: hex encoding, the
  * option value parsers, the inode table (paths, moves, unlinks), the
- * journal (records written, replayed after a "crash", compacted), and the
- * symlink targets shown in the mount (linkmap.c).
+ * journal (records written, replayed after a "crash", compacted), the
+ * symlink targets shown in the mount (linkmap.c), and the wrapper that
+ * makes a command take effect at most once (remote.c, run with /bin/sh).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -17,6 +19,7 @@
 #include "linkmap.h"
 #include "node.h"
 #include "options.h"
+#include "remote.h"
 
 static int failures;
 
@@ -350,6 +353,73 @@ static void test_linkmap(void)
 	free(far);
 }
 
+/* Runs @script with /bin/sh (a POSIX shell, dash on Debian, as execd
+ * uses when a sandbox has no bash); its exit code, and its stderr in
+ * @err. */
+static int sh(const char *script, char *err, size_t err_size)
+{
+	char ef[] = "/tmp/osbfs-unit-errXXXXXX";
+	int efd = mkstemp(ef);
+	if (efd < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(efd, 2);
+		execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+		_exit(127);
+	}
+	int status = -1;
+	waitpid(pid, &status, 0);
+	ssize_t n = pread(efd, err, err_size - 1, 0);
+	err[n > 0 ? n : 0] = '\0';
+	close(efd);
+	unlink(ef);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* A command wrapped to run at most once: a repeat reports the first
+ * run's outcome and does nothing again (remote.c). */
+static void test_once(void)
+{
+	char dir[] = "/tmp/osbfs-unit-onceXXXXXX", err[512];
+	if (!mkdtemp(dir)) {
+		CHECK(0);
+		return;
+	}
+	char ops[128], body[512];
+	snprintf(ops, sizeof(ops), "%s/ops", dir);
+	snprintf(body, sizeof(body), "echo x >>%s/count; exit 3", dir);
+	char *once = remote_once_script(ops, "0123abcd", body, true);
+	CHECK(once != NULL);
+	CHECK(sh(once, err, sizeof(err)) == 3);
+	CHECK(sh(once, err, sizeof(err)) == 3); /* answer lost: again */
+	char count[128], line[64] = "";
+	snprintf(count, sizeof(count), "%s/count", dir);
+	FILE *f = fopen(count, "r");
+	size_t lines = 0;
+	while (f && fgets(line, sizeof(line), f))
+		lines++;
+	if (f)
+		fclose(f);
+	CHECK(lines == 1);
+	free(once);
+
+	/* the error text of the first run comes back with its code */
+	snprintf(body, sizeof(body), "mv %s/missing %s/b", dir, dir);
+	once = remote_once_script(ops, "4567cdef", body, false);
+	CHECK(sh(once, err, sizeof(err)) == 1);
+	CHECK(strstr(err, "No such file or directory") != NULL);
+	err[0] = '\0';
+	CHECK(sh(once, err, sizeof(err)) == 1);
+	CHECK(strstr(err, "No such file or directory") != NULL);
+	CHECK(strstr(err, "cannot overwrite") == NULL); /* the claim's own */
+	free(once);
+
+	char rm[256];
+	snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+	CHECK(sh(rm, err, sizeof(err)) == 0);
+}
+
 int main(void)
 {
 	test_hex();
@@ -357,6 +427,7 @@ int main(void)
 	test_nodes();
 	test_journal();
 	test_linkmap();
+	test_once();
 	if (failures) {
 		fprintf(stderr, "%d failures\n", failures);
 		return 1;
