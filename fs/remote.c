@@ -7,7 +7,6 @@
 #include <string.h>
 #include <stdatomic.h>
 #include <sys/random.h>
-#include <time.h>
 
 #include "hex.h"
 #include "life.h"
@@ -238,9 +237,7 @@ int remote_shell(struct osbfs *fs, const char *script, enum shell_kind kind,
 			break;
 		log_debug("command in the sandbox: %s; trying again",
 			  err.message);
-		struct timespec ts = { backoff / 1000,
-				       (backoff % 1000) * 1000000L };
-		nanosleep(&ts, NULL);
+		mono_sleep_ms(backoff);
 		backoff = backoff * 2 > SHELL_BACKOFF_MAX_MS ?
 				  SHELL_BACKOFF_MAX_MS :
 				  backoff * 2;
