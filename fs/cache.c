@@ -528,6 +528,14 @@ static int by_last_use(const void *a, const void *b)
 int64_t cache_evict(struct cache *c, struct node_table *nt, int64_t need)
 {
 	int64_t freed = 0;
+	if (need <= 0) {
+		/* the common case (every close): nothing over the cap */
+		pthread_mutex_lock(&c->lock);
+		bool over = c->total_bytes > c->max_size;
+		pthread_mutex_unlock(&c->lock);
+		if (!over)
+			return 0;
+	}
 	pthread_mutex_lock(&nt->lock);
 	pthread_mutex_lock(&c->lock);
 	if (c->total_bytes <= c->max_size && need <= 0)
@@ -553,6 +561,15 @@ out:
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&nt->lock);
 	return freed;
+}
+
+bool cache_room_made(struct cache *c, struct node_table *nt, int err)
+{
+	if (err < 0)
+		err = -err;
+	if (err != ENOSPC && err != EDQUOT)
+		return false;
+	return cache_evict(c, nt, INT64_MAX) > 0;
 }
 
 /* ---- recovery ---- */

@@ -189,6 +189,10 @@ void cache_account(struct cache *c, struct cfile *cf);
  * Returns the bytes freed. Takes the node lock then c->lock. */
 struct node_table;
 int64_t cache_evict(struct cache *c, struct node_table *nt, int64_t need);
+/* After a write to the cache dir failed with @err (an errno, of either
+ * sign): on a full disk, clean cached data makes room. True when some
+ * was freed, so the write is worth trying once more. */
+bool cache_room_made(struct cache *c, struct node_table *nt, int err);
 
 /* Dirty records left by an earlier run: @fn is called for each, with
  * its sandbox path and a new cfile holding the data (refs 1, dirty). */

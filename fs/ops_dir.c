@@ -574,8 +574,7 @@ static int record_move(struct osbfs *fs, struct cfile *cf, const char *path)
 	if (!cf)
 		return 0;
 	int rc = cache_record_update(&fs->cache, cf, path);
-	if ((rc == -ENOSPC || rc == -EDQUOT) &&
-	    cache_evict(&fs->cache, &fs->nodes, INT64_MAX) > 0)
+	if (rc && cache_room_made(&fs->cache, &fs->nodes, rc))
 		rc = cache_record_update(&fs->cache, cf, path);
 	if (rc)
 		log_error("rename of %s: cannot journal its new name in %s: %s",

@@ -66,11 +66,10 @@ static int dl_write(void *arg, const void *data, size_t len)
 			if (errno == EINTR)
 				continue;
 			/* a full disk: clean cached data makes room, once */
-			if ((errno == ENOSPC || errno == EDQUOT) &&
-			    !s->made_room) {
+			if (!s->made_room) {
 				s->made_room = true;
-				if (cache_evict(&s->fs->cache, &s->fs->nodes,
-						INT64_MAX) > 0)
+				if (cache_room_made(&s->fs->cache,
+						    &s->fs->nodes, errno))
 					continue;
 			}
 			return -errno;
@@ -619,9 +618,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		pthread_mutex_unlock(&c->lock);
 	}
 	ssize_t n = pwrite(cf->fd, buf, size, off);
-	if (n < 0 && (errno == ENOSPC || errno == EDQUOT) &&
-	    cache_evict(c, &fs->nodes, INT64_MAX) > 0)
-		n = pwrite(cf->fd, buf, size, off); /* room was made */
+	if (n < 0 && cache_room_made(c, &fs->nodes, errno))
+		n = pwrite(cf->fd, buf, size, off);
 	if (n < 0) {
 		int e = errno;
 		log_error("write to the local cache %s failed: %s", c->dir,
