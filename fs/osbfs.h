@@ -1,6 +1,28 @@
 /*
  * osbfs.h - the daemon's shared state: what main() builds and every
  * module reaches through the FUSE userdata.
+ *
+ * Locks, and the one order they are taken in. Each is declared beside
+ * what it guards; a thread holding one takes only locks further down
+ * this list, never one above it:
+ *
+ *   1. a control file handle's lock (ctl_i.h): held across a whole
+ *      read or write of that handle, sandbox requests included
+ *   2. libfuse's request lock (an interrupt callback), then the jobs
+ *      table's js->lock (jobs_i.h), then libfuse's session lock
+ *      (fuse_req_interrupted): the waits of jobs_wait.c
+ *   3. fs->path_lock (below): held for writing by a rename or unlink
+ *      across its sandbox request, for reading by an upload batch
+ *   4. cf->fetch_lock (cache_i.h): one download into a file at a time;
+ *      taken with neither 5 nor 6 held
+ *   5. the node table's lock (node.h)
+ *   6. the cache's lock (cache_i.h), with its condition variables
+ *   7. leaves, under which nothing else is taken: fs->statfs_lock, the
+ *      lifecycle's (life.c), the server watch's (watch.c), the kernel
+ *      notifier's queue (notify.c) and the log's (log.c)
+ *
+ * js->lock and the locks 3 to 6 are never held together. Apart from 1
+ * and 3, no lock is held across a request to the sandbox.
  */
 #ifndef OSBFS_H
 #define OSBFS_H
@@ -29,7 +51,7 @@ struct osbfs {
 	const char *root;            /* DIR in the sandbox */
 	struct fuse_session *se;
 	struct node_table nodes;
-	struct cache cache;
+	struct cache *cache;         /* file content (cache.h) */
 	struct writeback *wb;
 	struct ctl *ctl;
 	struct lifecycle *life;

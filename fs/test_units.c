@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cache.h"
+#include "cache_i.h"
 #include "hex.h"
 #include "holder.h"
 #include "journal.h"
@@ -177,56 +177,58 @@ static void test_journal(void)
 {
 	char dir[] = "/tmp/osbfs-unit-XXXXXX";
 	char msg[256];
-	struct cache c;
+	struct cache *c;
 	struct node_table nt;
 
 	CHECK(mkdtemp(dir) != NULL);
 	struct holder h = { .fd = -1 }, h2 = { .fd = -1 };
-	CHECK(cache_init(&c, dir, "sb1", 1 << 20, &h, msg, sizeof(msg)) == 0);
 	CHECK(node_table_init(&nt, "/workspace") == 0);
+	CHECK(cache_init(&c, dir, "sb1", 1 << 20, &nt, &h, msg,
+			 sizeof(msg)) == 0);
 	nt.on_free = cache_detach;
-	nt.on_free_arg = &c;
+	nt.on_free_arg = c;
 	struct node *n1 = node_child_get(&nt, nt.root, "kept");
 	struct node *n2 = node_child_get(&nt, nt.root, "cleaned");
-	struct cfile *f1 = cache_attach(&c, n1);
-	struct cfile *f2 = cache_attach(&c, n2);
-	CHECK(data_file(&c, f1, "one") == 0 && data_file(&c, f2, "two") == 0);
+	struct cfile *f1 = cache_attach(c, n1);
+	struct cfile *f2 = cache_attach(c, n2);
+	CHECK(data_file(c, f1, "one") == 0 && data_file(c, f2, "two") == 0);
 	f1->m.mode = 0640;
 	f1->m.base = BASE_ABSENT;
-	CHECK(cache_dirty(&c, f1, "/workspace/kept") == 0);
-	CHECK(cache_dirty(&c, f2, "/workspace/cleaned") == 0);
+	CHECK(cache_dirty(c, f1, "/workspace/kept") == 0);
+	CHECK(cache_dirty(c, f2, "/workspace/cleaned") == 0);
 	/* a rename and a chmod are journaled; an upload cleans f2 */
-	CHECK(cache_record_update(&c, f1, "/workspace/renamed$1") == 0);
+	CHECK(cache_record_update(c, f1, "/workspace/renamed$1") == 0);
 	f1->m.mode = 0600;
-	CHECK(cache_dirty_meta(&c, f1, "/workspace/renamed$1") == 0);
-	pthread_mutex_lock(&c.lock);
-	cache_uploaded(&c, f2, f2->wgen);
-	pthread_mutex_unlock(&c.lock);
+	CHECK(cache_dirty_meta(c, f1, "/workspace/renamed$1") == 0);
+	pthread_mutex_lock(&c->lock);
+	cache_uploaded(c, f2, f2->wgen);
+	pthread_mutex_unlock(&c->lock);
 	/* a torn last line, as a power loss could leave */
-	FILE *j = fopen(strcat(strcpy(msg, c.dir), "/journal"), "a");
+	FILE *j = fopen(strcat(strcpy(msg, c->dir), "/journal"), "a");
 	CHECK(j != NULL);
 	fputs("S 00000000000000ff path=2f78", j);
 	fclose(j);
 	/* "crash": forget everything in memory, keep the files */
 	uint64_t id1 = f1->id;
-	close(c.journal_fd);
-	c.journal_fd = -1;
-	struct cache c2;
+	close(c->journal_fd);
+	c->journal_fd = -1;
+	struct cache *c2;
 	char lockpath[300];
-	snprintf(lockpath, sizeof(lockpath), "%s/lock", c.dir);
+	snprintf(lockpath, sizeof(lockpath), "%s/lock", c->dir);
 	unlink(lockpath); /* our own flock would refuse the second init */
-	CHECK(cache_init(&c2, dir, "sb1", 1 << 20, &h2, msg, sizeof(msg)) == 0);
+	CHECK(cache_init(&c2, dir, "sb1", 1 << 20, &nt, &h2, msg,
+			 sizeof(msg)) == 0);
 	struct seen s = { 0 };
-	CHECK(cache_recover(&c2, on_record, &s) == 1);
+	CHECK(cache_recover(c2, on_record, &s) == 1);
 	CHECK(s.n == 1 && strcmp(s.paths[0], "/workspace/renamed$1") == 0);
 	CHECK(s.modes[0] == 0600 && s.bases[0] == BASE_ABSENT);
-	CHECK(c2.ndirty == 1 && c2.dirty_first->id == id1);
-	CHECK(c2.dirty_first->size == 3);
+	CHECK(c2->ndirty == 1 && c2->dirty_first->id == id1);
+	CHECK(c2->dirty_first->size == 3);
 	/* after recovery the journal holds just the live record */
-	CHECK(c2.journal_bytes < 400);
+	CHECK(c2->journal_bytes < 400);
 	node_table_release(&nt);
-	cache_release(&c);
-	cache_release(&c2);
+	cache_release(c);
+	cache_release(c2);
 	holder_release(&h);
 	holder_release(&h2);
 	char cmd[300];

@@ -47,7 +47,7 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	life_get(fs, &li);
 	wb_get_stats(fs, &wb);
 	struct pending pending;
-	int rc = pending_collect(&fs->cache, &pending);
+	int rc = cache_pending(fs->cache, HOLDER_PENDING_MAX, &pending);
 	if (rc)
 		return rc;
 	char *last = log_last_error(&last_when);
@@ -76,7 +76,7 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	rc = rc ? rc : text_json_str(out, fs->opt->control_dir);
 	rc = rc ? rc : text_printf(out, ",\"pid\":%d", (int)getpid());
 	rc = rc ? rc : text_adds(out, ",\"cache\":{\"dir\":");
-	rc = rc ? rc : text_json_str(out, fs->cache.dir);
+	rc = rc ? rc : text_json_str(out, cache_dir(fs->cache));
 	rc = rc ? rc : text_adds(out, ",\"pending\":[");
 	for (size_t i = 0; !rc && i < pending.n; i++) {
 		rc = i ? text_adds(out, ",") : 0;

@@ -8,8 +8,8 @@
  * Whoever takes a waiter out of the list answers its request, exactly
  * once. The interrupt callback gets the table (not the waiter) and
  * looks the request up, so it never touches a waiter another thread has
- * already answered and freed. Lock order: libfuse's request lock, then
- * js->lock, then libfuse's session lock (fuse_req_interrupted).
+ * already answered and freed (the locks involved, and their order, are
+ * in osbfs.h).
  */
 #include <errno.h>
 #include <stdlib.h>

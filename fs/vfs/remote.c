@@ -692,7 +692,7 @@ int remote_unlink(struct osbfs *fs, const char *path, bool symlink)
 	do {
 		/* DELETE /files leaves a dangling symlink in place and
 		 * refuses one to a directory; DELETE /directories unlinks a
-		 * symlink without following it (WIRE.md §7) */
+		 * symlink without following it (docs/SERVER.md §6) */
 		if (symlink)
 			rc = osb_dirs_remove(fs->sb, paths, 1, &err);
 		else

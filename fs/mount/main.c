@@ -22,6 +22,7 @@
 #include "life.h"
 #include "log.h"
 #include "notify.h"
+#include "recover.h"
 #include "ops.h"
 #include "remote.h"
 #include "umount.h"
@@ -36,79 +37,6 @@ static void raise_nofile(void)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
-/* Whether @path is @root or below it; *ret_rel = the rest. */
-static bool under_root(const char *root, const char *path,
-		       const char **ret_rel)
-{
-	size_t n = strlen(root);
-	if (strcmp(root, "/") == 0) {
-		*ret_rel = path + 1;
-		return true;
-	}
-	if (strncmp(path, root, n) != 0 || (path[n] != '/' && path[n]))
-		return false;
-	*ret_rel = path[n] ? path + n + 1 : path + n;
-	return true;
-}
-
-/* A dirty file left by an earlier run: back into the tree, due now. */
-static void recovered(void *arg, const char *path, struct cfile *cf)
-{
-	struct osbfs *fs = arg;
-	const char *rel;
-
-	cf->due_ms = mono_ms();
-	if (!under_root(fs->root, path, &rel) || !*rel) {
-		/* outside what this mount shows: upload it right here */
-		struct rupload u = { .path = path, .size = cf->size,
-				     .mode = cf->m.mode, .owner = cf->m.owner,
-				     .group = cf->m.group };
-		u.fd = cache_fd(&fs->cache, cf);
-		int rc = u.fd < 0 ? u.fd : remote_upload(fs, &u, 1);
-		if (u.fd >= 0)
-			close(u.fd);
-		pthread_mutex_lock(&fs->cache.lock);
-		if (!rc)
-			cache_uploaded(&fs->cache, cf, cf->wgen);
-		pthread_mutex_unlock(&fs->cache.lock);
-		if (rc)
-			log_error("could not upload %s left by an earlier run "
-				  "(kept for the next mount)",
-				  path);
-		else
-			log_info("uploaded %s left by an earlier run", path);
-		cache_unref(&fs->cache, cf);
-		return;
-	}
-	char *copy = strdup(rel);
-	pthread_mutex_lock(&fs->nodes.lock);
-	struct node *n = fs->nodes.root;
-	char *save = NULL;
-	for (char *tok = copy ? strtok_r(copy, "/", &save) : NULL; n && tok;
-	     tok = strtok_r(NULL, "/", &save))
-		n = node_child_get(&fs->nodes, n, tok);
-	if (n && !n->cf && n != fs->nodes.root) {
-		n->cf = cf; /* the node takes our reference */
-		cf->node = n;
-		n->attr.type = OSB_FILE;
-		n->attr.mode = cf->m.mode;
-		n->attr.size = cf->size;
-		n->attr.mtime = cf->m.mtime;
-		n->attr_valid = true;
-		cf = NULL;
-	}
-	pthread_mutex_unlock(&fs->nodes.lock);
-	free(copy);
-	if (cf) {
-		log_error("could not place %s left by an earlier run", path);
-		cache_unref(&fs->cache, cf);
-	} else {
-		log_info("found unsaved changes to %s from an earlier run; "
-			 "uploading them",
-			 path);
 	}
 }
 
@@ -153,7 +81,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (opt.show_version) {
-		printf("osbfs 0.1.0 (libfuse %s)\n", fuse_pkgversion());
+		printf("osbfs %s (libfuse %s)\n", OSBFS_VERSION,
+		       fuse_pkgversion());
 		options_release(&opt);
 		return 0;
 	}
@@ -201,13 +130,14 @@ int main(int argc, char **argv)
 	holder.wait_ms = HOLDER_WAIT_MS;
 	if (!rc)
 		rc = cache_init(&fs.cache, opt.cache_dir, fs.sandbox_id,
-				opt.cache_max_size, &holder, msg, sizeof(msg));
+				opt.cache_max_size, &fs.nodes, &holder, msg,
+				sizeof(msg));
 	if (rc) {
 		fprintf(stderr, "osbfs: %s\n", msg[0] ? msg : strerror(-rc));
 		goto out;
 	}
 	fs.nodes.on_free = cache_detach;
-	fs.nodes.on_free_arg = &fs.cache;
+	fs.nodes.on_free_arg = fs.cache;
 	fs.nodes.root->attr.type = OSB_DIR;
 	fs.nodes.root->attr.mode = 0755;
 	rc = life_init(&fs, info.state, info.expires_at);
@@ -219,10 +149,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "osbfs: %s\n", strerror(-rc));
 		goto out;
 	}
-	rc = cache_recover(&fs.cache, recovered, &fs);
-	if (rc < 0)
-		log_error("cannot read the dirty records in %s: %s",
-			  fs.cache.dir, strerror(-rc));
+	recover_journal(&fs);
 
 	if (fuse_set_signal_handlers(fs.se) != 0 ||
 	    fuse_session_mount(fs.se, opt.mountpoint) != 0) {
@@ -244,7 +171,7 @@ int main(int argc, char **argv)
 	/* our pid (a new one after daemonizing) and the mount's device */
 	rc = holder_set(&holder, HOLDER_MOUNTED, NULL);
 	if (rc)
-		log_error("cannot write %s/lock: %s", fs.cache.dir,
+		log_error("cannot write %s/lock: %s", cache_dir(fs.cache),
 			  strerror(-rc));
 
 	rc = wb_start(&fs);
@@ -292,7 +219,7 @@ out_unmount:
 					  "unmount; they stay in %s and the "
 					  "next mount of this sandbox uploads "
 					  "them",
-					  st.dirty_files, fs.cache.dir);
+					  st.dirty_files, cache_dir(fs.cache));
 				status = 1;
 			}
 		}
@@ -300,7 +227,8 @@ out_unmount:
 	}
 	watch_stop(&fs);
 	/* what osbfs -u reports */
-	if (!opt.destroy_on_unmount && pending_collect(&fs.cache, &pending))
+	if (!opt.destroy_on_unmount &&
+	    cache_pending(fs.cache, HOLDER_PENDING_MAX, &pending))
 		log_error("cannot list the files not yet in the sandbox");
 	holder_set(&holder, HOLDER_EXITED, &pending);
 	pending_release(&pending);
@@ -311,8 +239,7 @@ out:
 	life_release(&fs);
 	if (fs.nodes.by_ino)
 		node_table_release(&fs.nodes);
-	if (fs.cache.dir)
-		cache_release(&fs.cache);
+	cache_release(fs.cache);
 	watch_release(&fs);
 	holder_release(&holder); /* the last: the cache dir is free */
 	osb_sandbox_info_release(&info);

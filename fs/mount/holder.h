@@ -29,8 +29,6 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-struct cache;
-
 /* how long a daemon's last uploads may take once it is unmounted */
 #define HOLDER_FINISH_MS 60000
 /* how long a new mount, or osbfs -u, waits for such a daemon to exit */
@@ -104,8 +102,6 @@ const char *holder_state_name(enum holder_state st);
  * namespace; with @dev, one of that device. */
 bool holder_is_mounted(const char *mountpoint, const char *dev);
 
-/* The dirty files of @c (takes c->lock). 0 or -ENOMEM. */
-int pending_collect(struct cache *c, struct pending *ret);
 void pending_release(struct pending *p);
 
 #endif /* OSBFS_HOLDER_H */

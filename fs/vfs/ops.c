@@ -116,7 +116,6 @@ static mode_t type_bits(enum osb_ftype t)
 void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 {
 	const struct fattr *a = &n->attr;
-	const struct cfile *cf = n->cf;
 
 	memset(st, 0, sizeof(*st));
 	st->st_ino = n->ino;
@@ -131,14 +130,16 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 	st->st_mtim = a->mtime;
 	st->st_atim = a->mtime;
 	st->st_ctim = a->ctime.tv_sec ? a->ctime : a->mtime;
-	if (node_has_local(n)) {
+	if (node_has_local(fs, n)) {
 		/* local changes the sandbox has not seen yet, or an orphan */
-		st->st_size = cf->size;
-		st->st_mtim = cf->m.mtime;
-		st->st_atim = cf->m.times_set ? cf->m.atime : cf->m.mtime;
-		st->st_mode = S_IFREG | (cf->m.mode & 07777);
-		if (st->st_ctim.tv_sec < cf->m.mtime.tv_sec)
-			st->st_ctim = cf->m.mtime;
+		struct cache_attr la;
+		cache_local_attr(fs->cache, n->cf, &la);
+		st->st_size = la.size;
+		st->st_mtim = la.mtime;
+		st->st_atim = la.atime;
+		st->st_mode = S_IFREG | (la.mode & 07777);
+		if (st->st_ctim.tv_sec < la.mtime.tv_sec)
+			st->st_ctim = la.mtime;
 	}
 	if (n->times_pending) {
 		st->st_mtim = n->pending_mtime;
@@ -210,7 +211,7 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return -ENOENT;
 	}
-	if (node_has_local(h->n) || node_attr_fresh(h->n, now)) {
+	if (node_has_local(fs, h->n) || node_attr_fresh(h->n, now)) {
 		if (ret)
 			*ret = h->n->attr;
 		pthread_mutex_unlock(&fs->nodes.lock);
@@ -232,30 +233,24 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 	pthread_mutex_lock(&fs->nodes.lock);
 	/* a change we made meanwhile wins over what was fetched */
 	bool raced = h->n->parent && h->n->parent->change_gen != gen;
-	if (rc == -ENOENT && !raced && !node_has_local(h->n)) {
+	if (rc == -ENOENT && !raced && !node_has_local(fs, h->n)) {
 		node_set_negative(h->n, now + fs->opt->negative_timeout_ms);
-	} else if (!rc && !raced && !node_has_local(h->n)) {
+	} else if (!rc && !raced && !node_has_local(fs, h->n)) {
 		node_set_attr(h->n, &a, mono_ms() + fs->opt->attr_timeout_ms);
 	}
 	if (!rc && ret)
-		*ret = node_has_local(h->n) || raced ? h->n->attr : a;
+		*ret = node_has_local(fs, h->n) || raced ? h->n->attr : a;
 	/* a change of ours, local data, or a server that is away: what we
 	 * know is the best answer there is */
-	if (rc && (raced || node_has_local(h->n) || watch_away(fs)) &&
+	if (rc && (raced || node_has_local(fs, h->n) || watch_away(fs)) &&
 	    h->n->attr_valid) {
 		rc = 0;
 		if (ret)
 			*ret = h->n->attr;
 	}
-	if (h->n->cf && fetched && !node_has_local(h->n)) {
-		/* the sandbox's version is not the one cached: drop it */
-		pthread_mutex_lock(&fs->cache.lock);
-		struct cfile *cf = h->n->cf;
-		if (cf->m.base == BASE_KNOWN &&
-		    !fmeta_base_is(&cf->m, a.size, &a.mtime) && !cf->opens)
-			cache_drop_content(&fs->cache, cf);
-		pthread_mutex_unlock(&fs->cache.lock);
-	}
+	/* the sandbox's version may not be the one cached: it goes */
+	if (h->n->cf && fetched && !node_has_local(fs, h->n))
+		cache_check_version(fs->cache, h->n->cf, &a);
 	pthread_mutex_unlock(&fs->nodes.lock);
 	return rc;
 }
@@ -318,7 +313,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	struct node *c = node_child(&fs->nodes, p, name);
 	bool listed = p->list_valid && now < p->list_expiry;
-	if (c && (node_has_local(c) || node_attr_fresh(c, now))) {
+	if (c && (node_has_local(fs, c) || node_attr_fresh(c, now))) {
 		pthread_mutex_unlock(&fs->nodes.lock);
 		reply_node_entry(req, fs, c);
 		return;
@@ -416,8 +411,8 @@ int file_changed(struct osbfs *fs, struct held *h, struct cfile *cf,
 {
 	if (!h->path)
 		return 0;
-	return meta ? cache_dirty_meta(&fs->cache, cf, h->path) :
-		      cache_dirty(&fs->cache, cf, h->path);
+	return meta ? cache_dirty_meta(fs->cache, cf, h->path) :
+		      cache_dirty(fs->cache, cf, h->path);
 }
 
 /* truncate(2)/ftruncate(2): the file is made whole locally, cut, and
@@ -437,34 +432,17 @@ static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
 	struct cfile *cf = file_prepare(fs, h, &a, &keep);
 	if (!cf)
 		return -ENOMEM;
-	cache_ref(&fs->cache, cf);
+	cache_ref(fs->cache, cf);
 	if (size > 0)
 		rc = file_make_complete(fs, h, cf);
-	int fd = rc ? -1 : cache_fd(&fs->cache, cf);
-	if (!rc && fd < 0)
-		rc = fd;
-	if (!rc && ftruncate(fd, size) < 0)
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
+	if (!rc)
+		rc = cache_truncate(fs->cache, cf, size, true, NULL);
 	if (!rc) {
-		pthread_mutex_lock(&fs->nodes.lock);
-		pthread_mutex_lock(&fs->cache.lock);
-		cf->size = size;
-		cf->complete = true;
-		cf->next = 0;
-		cache_account(&fs->cache, cf);
-		clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
-		pthread_mutex_unlock(&fs->cache.lock);
-		pthread_mutex_unlock(&fs->nodes.lock);
 		rc = file_changed(fs, h, cf, false);
-		pthread_mutex_lock(&fs->cache.lock);
-		bool open_writers = cf->writers > 0;
-		pthread_mutex_unlock(&fs->cache.lock);
-		if (!open_writers)
+		if (cache_upload_due(fs->cache, cf))
 			wb_schedule(fs, cf, fs->opt->writeback_delay_ms);
 	}
-	cache_unref(&fs->cache, cf);
+	cache_unref(fs->cache, cf);
 	return rc;
 }
 
@@ -477,7 +455,7 @@ static int do_chmod(struct osbfs *fs, struct held *h, mode_t mode)
 	mode &= 07777;
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct cfile *cf = h->n->cf;
-	bool local = node_has_local(h->n);
+	bool local = node_has_local(fs, h->n);
 	if (!h->path && !local) {
 		/* an orphan without content: only what is shown changes */
 		h->n->attr.mode = mode;
@@ -489,13 +467,8 @@ static int do_chmod(struct osbfs *fs, struct held *h, mode_t mode)
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return 0;
 	}
-	if (local) {
-		pthread_mutex_lock(&fs->cache.lock);
-		cf->m.mode = mode;
-		if (mode & 07000 || !(mode & 0777))
-			cf->m.chmod_needed = true;
-		pthread_mutex_unlock(&fs->cache.lock);
-	}
+	if (local)
+		cache_set_mode(fs->cache, cf, mode);
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (local)
 		return file_changed(fs, h, cf, true);
@@ -519,19 +492,6 @@ static void now_or(const struct timespec *t, bool now, struct timespec *out)
 		*out = *t;
 }
 
-bool dirty_below(struct osbfs *fs, struct node *d)
-{
-	bool found = false;
-	pthread_mutex_lock(&fs->nodes.lock);
-	pthread_mutex_lock(&fs->cache.lock);
-	for (struct cfile *cf = fs->cache.dirty_first; cf && !found;
-	     cf = cf->dnext)
-		found = cf->node && node_is_below(cf->node, d);
-	pthread_mutex_unlock(&fs->cache.lock);
-	pthread_mutex_unlock(&fs->nodes.lock);
-	return found;
-}
-
 static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 		    int to_set)
 {
@@ -547,23 +507,19 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct cfile *cf = h->n->cf;
-	bool local = node_has_local(h->n);
+	bool local = node_has_local(fs, h->n);
 	if (!h->path && !local) {
 		h->n->attr.mtime = mt;
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return 0;
 	}
-	if (local) {
-		pthread_mutex_lock(&fs->cache.lock);
-		cf->m.mtime = mt;
-		cf->m.atime = at.tv_nsec == UTIME_OMIT ? mt : at;
-		cf->m.times_set = true;
-		pthread_mutex_unlock(&fs->cache.lock);
-	}
+	if (local)
+		cache_set_times(fs->cache, cf, &mt,
+				at.tv_nsec == UTIME_OMIT ? &mt : &at);
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (local)
 		return file_changed(fs, h, cf, true);
-	if (a.type == OSB_DIR && dirty_below(fs, h->n)) {
+	if (a.type == OSB_DIR && cache_dirty_below(fs->cache, h->n)) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		if (!h->n->times_pending)
 			fs->pending_dir_times++;
@@ -580,10 +536,8 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		h->n->attr.mtime = mt;
-		pthread_mutex_lock(&fs->cache.lock);
-		if (h->n->cf && h->n->cf->m.base == BASE_KNOWN)
-			h->n->cf->m.base_mtime = mt; /* our own change */
-		pthread_mutex_unlock(&fs->cache.lock);
+		if (h->n->cf) /* our own change */
+			cache_times_done(fs->cache, h->n->cf, &mt);
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}
 	return rc;
@@ -646,7 +600,12 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 		rc = node_attr(fs, &h, &a);
 	if (!rc && (mask & X_OK) && a.type == OSB_FILE) {
 		pthread_mutex_lock(&fs->nodes.lock);
-		mode_t m = node_has_local(h.n) ? h.n->cf->m.mode : a.mode;
+		mode_t m = a.mode;
+		if (node_has_local(fs, h.n)) {
+			struct cache_attr la;
+			cache_local_attr(fs->cache, h.n->cf, &la);
+			m = la.mode;
+		}
 		pthread_mutex_unlock(&fs->nodes.lock);
 		if (!(m & 0111))
 			rc = -EACCES;

@@ -10,12 +10,12 @@
  *
  * A reader never gets bytes of two sandbox versions of a file. The bytes
  * cached for a clean file are all of the version its validator names
- * (cf->m: size and mtime). Each range fetched must come from a file of
+ * (its size and mtime). Each range fetched must come from a file of
  * that size (every answer states the size; checked before its bytes are
  * written), and after a fetch the attributes are compared with the
  * validator, asked of the sandbox at most once per attr_timeout: a
  * replacement of the same size shows only there. A handle reads only the
- * content version it was opened on (cf->version). When a change is seen,
+ * content version it was opened on (cache_prepare()). When a change is seen,
  * the content, the attributes and the kernel's pages of the file go, its
  * open handles fail with ESTALE, and the next open reads the new version.
  * ESTALE, not EIO: the open file is what is out of date, not the link to
@@ -35,52 +35,14 @@
 #include "ops.h"
 #include "writeback.h"
 
-#define WINDOW_MIN (1ll << 20)
-#define WINDOW_MAX (16ll << 20)
-
 struct fh {
 	struct node *n;
 	struct cfile *cf;
 	bool writer;
 	bool append;
 	uint64_t version;       /* of cf's content when opened */
-	int64_t next_off;       /* where a sequential read goes on */
-	int64_t window;         /* next_off and window: under cache->lock */
+	struct cache_window w;  /* read-ahead (under the cache's lock) */
 };
-
-struct dl_sink {
-	struct osbfs *fs;
-	int fd;
-	int64_t pos;
-	int64_t got;
-	bool made_room;
-};
-
-static int dl_write(void *arg, const void *data, size_t len)
-{
-	struct dl_sink *s = arg;
-	const char *p = data;
-	while (len) {
-		ssize_t n = pwrite(s->fd, p, len, s->pos);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			/* a full disk: clean cached data makes room, once */
-			if (!s->made_room) {
-				s->made_room = true;
-				if (cache_room_made(&s->fs->cache,
-						    &s->fs->nodes, errno))
-					continue;
-			}
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-		s->pos += n;
-		s->got += n;
-	}
-	return 0;
-}
 
 /* Says that @h changed in the sandbox while open, and has the kernel
  * forget its pages. */
@@ -103,112 +65,51 @@ static void tell_changed(struct osbfs *fs, struct held *h)
 static int file_went_stale(struct osbfs *fs, struct held *h,
 			   struct cfile *cf, uint64_t version)
 {
-	struct cache *c = &fs->cache;
-
+	bool local;
 	pthread_mutex_lock(&fs->nodes.lock);
-	pthread_mutex_lock(&c->lock);
-	bool local = cf->dirty;
-	bool first = !local && cf->version == version;
-	if (first) {
-		cache_drop_content(c, cf);
-		cf->m.base = BASE_UNKNOWN;
-		cf->version++;
+	bool first = cache_went_stale(fs->cache, cf, version, &local);
+	if (first)
 		node_invalidate(h->n);
-	}
-	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (first)
 		tell_changed(fs, h);
 	return local ? 0 : -ESTALE;
 }
 
+struct fetch_arg {
+	struct osbfs *fs;
+	const char *path;
+};
+
+static int fetch_remote(void *arg, int64_t off, int64_t len, int64_t size,
+			osb_sink_fn sink, void *sink_arg)
+{
+	struct fetch_arg *fa = arg;
+	return remote_fetch(fa->fs, fa->path, off, len, size, sink, sink_arg);
+}
+
 int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf,
 	       int64_t off, int64_t len)
 {
-	struct cache *c = &fs->cache;
-	int rc = 0;
-
-	int fd = cache_fd(c, cf);
-	if (fd < 0)
-		return -EIO;
-	pthread_mutex_lock(&cf->fetch_lock);
-	pthread_mutex_lock(&c->lock);
-	/* every range must be of the version the cached bytes are of */
-	uint64_t version = cf->version;
-	int64_t size = cf->m.base == BASE_KNOWN ? cf->m.base_size :
-						  OSB_SIZE_FIRST;
-	pthread_mutex_unlock(&c->lock);
-	for (;;) {
-		/* the first gap in [off, off + len) */
-		pthread_mutex_lock(&c->lock);
-		int64_t end = off + len, gs = off, ge = end;
-		if (cf->complete || cf->dirty) {
-			pthread_mutex_unlock(&c->lock);
-			break;
-		}
-		if (cf->version != version) {
-			pthread_mutex_unlock(&c->lock);
-			rc = -ESTALE; /* seen and handled by another read */
-			break;
-		}
-		if (end > cf->size)
-			end = ge = cf->size;
-		for (size_t i = 0; i < cf->next; i++) {
-			if (cf->ext[i].end <= gs)
-				continue;
-			if (cf->ext[i].start <= gs) {
-				gs = cf->ext[i].end;
-				continue;
-			}
-			ge = cf->ext[i].start < end ? cf->ext[i].start : end;
-			break;
-		}
-		if (ge > end)
-			ge = end;
-		pthread_mutex_unlock(&c->lock);
-		if (gs >= ge)
-			break;
-
-		struct dl_sink s = { .fs = fs, .fd = fd, .pos = gs };
-		rc = remote_fetch(fs, h->path, gs, ge - gs, size, dl_write, &s);
-		/* gone, another size, or shorter than its size said */
-		bool changed = rc == -ESTALE || rc == -ENOENT ||
-			       (!rc && s.got < ge - gs);
-		pthread_mutex_lock(&c->lock);
-		if (s.got && !changed && cf->version == version)
-			cache_add_range(c, cf, gs, gs + s.got);
-		pthread_mutex_unlock(&c->lock);
-		if (changed)
-			rc = file_went_stale(fs, h, cf, version);
-		if (rc || changed)
-			break;
-	}
-	pthread_mutex_unlock(&cf->fetch_lock);
-	close(fd);
+	struct fetch_arg fa = { fs, h->path };
+	uint64_t version;
+	int rc = cache_fill(fs->cache, cf, off, len, fetch_remote, &fa,
+			    &version);
+	if (rc == CACHE_CHANGED)
+		rc = file_went_stale(fs, h, cf, version);
 	return rc;
 }
 
 int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf)
 {
-	struct cache *c = &fs->cache;
-	pthread_mutex_lock(&c->lock);
-	int64_t size = cf->size;
-	uint64_t version = cf->version;
-	bool done = cf->complete || cf->dirty;
-	if (!done && size == 0) {
-		cf->complete = true;
-		done = true;
-	}
-	pthread_mutex_unlock(&c->lock);
-	if (done)
+	int64_t size;
+	uint64_t version;
+	if (cache_whole(fs->cache, cf, &size, &version))
 		return 0;
 	if (!h->path)
 		return -EIO; /* an orphan whose content was never all here */
 	int rc = file_fetch(fs, h, cf, 0, size);
-	pthread_mutex_lock(&c->lock);
-	bool whole = cf->complete || cf->dirty;
-	pthread_mutex_unlock(&c->lock);
-	if (!rc && !whole)
+	if (!rc && !cache_whole(fs->cache, cf, NULL, NULL))
 		rc = file_went_stale(fs, h, cf, version);
 	return rc;
 }
@@ -228,65 +129,19 @@ static int read_revalidate(struct osbfs *fs, struct held *h,
 	int rc = node_attr(fs, h, &a);
 	if (rc && rc != -ENOENT)
 		return rc;
-	pthread_mutex_lock(&fs->cache.lock);
-	bool same = cf->dirty ||
-		    (!rc && cf->version == version && a.type == OSB_FILE &&
-		     fmeta_base_is(&cf->m, a.size, &a.mtime));
-	pthread_mutex_unlock(&fs->cache.lock);
+	bool same = !rc && a.type == OSB_FILE ?
+			    cache_is_version(fs->cache, cf, version, a.size,
+					     &a.mtime) :
+			    cache_is_dirty(fs->cache, cf);
 	return same ? 0 : file_went_stale(fs, h, cf, version);
 }
 
-/*
- * file_prepare() for a new handle: also the content version it reads, and
- * whether it must bypass the kernel's page cache. The kernel keeps one
- * page cache per inode, for every handle: while handles of an older
- * version are open, pages of the new one must not go there, or those
- * handles would read them. (A new open with keep_cache off has the kernel
- * drop the inode's pages, and the first open once they are all closed
- * too.)
- */
+/* cache_prepare() for @h, telling of a change it found. */
 static struct cfile *prepare(struct osbfs *fs, struct held *h,
-			     const struct fattr *a, bool *ret_keep,
-			     uint64_t *ret_version, bool *ret_direct)
+			     const struct fattr *a, struct cache_prep *ret)
 {
-	struct cache *c = &fs->cache;
-	bool reopened = false;
-	pthread_mutex_lock(&fs->nodes.lock);
-	struct cfile *cf = cache_attach(c, h->n);
-	if (cf) {
-		pthread_mutex_lock(&c->lock);
-		if (!node_has_local(h->n)) {
-			bool same = fmeta_base_is(&cf->m, a->size, &a->mtime);
-			if (!same && (cf->cached_bytes || cf->complete))
-				cache_drop_content(c, cf);
-			if (!same) {
-				/* handles open on the old version fail */
-				reopened = cf->opens && cf->m.base == BASE_KNOWN;
-				cf->version++;
-			}
-			*ret_keep = same && (cf->cached_bytes || cf->complete);
-			cache_set_base(cf, a->size, &a->mtime);
-			cf->size = a->size;
-			cf->m.mode = a->mode;
-			cf->m.mtime = a->mtime;
-			memcpy(cf->m.owner, a->owner, sizeof(cf->m.owner));
-			memcpy(cf->m.group, a->group, sizeof(cf->m.group));
-		} else {
-			*ret_keep = true;
-		}
-		if (!cf->opens) {
-			if (cf->open_version != cf->version)
-				*ret_keep = false; /* old pages may linger */
-			cf->open_version = cf->version;
-		}
-		if (ret_version)
-			*ret_version = cf->version;
-		if (ret_direct)
-			*ret_direct = cf->open_version != cf->version;
-		pthread_mutex_unlock(&c->lock);
-	}
-	pthread_mutex_unlock(&fs->nodes.lock);
-	if (reopened)
+	struct cfile *cf = cache_prepare(fs->cache, h->n, a, ret);
+	if (cf && ret->reopened)
 		tell_changed(fs, h);
 	return cf;
 }
@@ -294,7 +149,10 @@ static struct cfile *prepare(struct osbfs *fs, struct held *h,
 struct cfile *file_prepare(struct osbfs *fs, struct held *h,
 			   const struct fattr *a, bool *ret_keep)
 {
-	return prepare(fs, h, a, ret_keep, NULL, NULL);
+	struct cache_prep p;
+	struct cfile *cf = prepare(fs, h, a, &p);
+	*ret_keep = p.keep;
+	return cf;
 }
 
 void file_keep_for_readers(struct osbfs *fs, struct held *h)
@@ -302,19 +160,16 @@ void file_keep_for_readers(struct osbfs *fs, struct held *h)
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct cfile *cf = h->n->cf;
 	if (cf)
-		cache_ref(&fs->cache, cf);
+		cache_ref(fs->cache, cf);
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (!cf)
 		return;
-	pthread_mutex_lock(&fs->cache.lock);
-	bool open = cf->opens > 0;
-	pthread_mutex_unlock(&fs->cache.lock);
-	if (open && file_make_complete(fs, h, cf))
+	if (cache_is_open(fs->cache, cf) && file_make_complete(fs, h, cf))
 		log_warn("%s is open but could not be read whole before its "
 			 "name went away: its readers get EIO for what is "
 			 "missing",
 			 h->path);
-	cache_unref(&fs->cache, cf);
+	cache_unref(fs->cache, cf);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -322,8 +177,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct osbfs *fs = req_fs(req);
 	struct held h;
 	struct fattr a;
-	bool keep = false, direct = false;
-	uint64_t version = 0;
+	struct cache_prep p = { 0 };
 
 	atomic_store(&fs->last_activity, mono_ms());
 	if (ctl_is_ino(ino)) {
@@ -348,31 +202,24 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!rc && !h.path && !h.n->cf)
 		rc = -ENOENT; /* gone, and nothing of it kept here */
 	if (!rc) {
-		cf = prepare(fs, &h, &a, &keep, &version, &direct);
+		cf = prepare(fs, &h, &a, &p);
 		f = calloc(1, sizeof(*f));
 		if (!cf || !f)
 			rc = -ENOMEM;
 	}
 	if (!rc)
-		rc = cache_open(&fs->cache, cf, writer);
+		rc = cache_open(fs->cache, cf, writer);
 	if (!rc && trunc) {
-		pthread_mutex_lock(&fs->cache.lock);
-		if (ftruncate(cf->fd, 0) < 0)
-			rc = -errno;
-		cache_drop_content(&fs->cache, cf);
-		cf->complete = true;
-		cf->size = 0;
-		clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
-		pthread_mutex_unlock(&fs->cache.lock);
+		rc = cache_truncate(fs->cache, cf, 0, true, NULL);
 		if (!rc)
 			rc = file_changed(fs, &h, cf, false);
-		keep = false;
+		p.keep = false;
 	} else if (!rc && writer) {
 		rc = file_make_complete(fs, &h, cf);
 	}
 	if (rc) {
 		if (cf && f)
-			cache_close(&fs->cache, cf, writer);
+			cache_close(fs->cache, cf, writer);
 		free(f);
 		fuse_reply_err(req, -rc);
 		held_put(fs, &h);
@@ -380,16 +227,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	f->n = h.n; /* the held ref moves to the handle */
 	f->cf = cf;
-	f->version = version;
+	f->version = p.version;
 	f->writer = writer;
 	f->append = fi->flags & O_APPEND;
-	f->window = WINDOW_MIN;
+	f->w.window = CACHE_WINDOW_MIN;
 	free(h.path);
 	fi->fh = (uint64_t)(uintptr_t)f;
-	fi->keep_cache = keep && !writer;
-	fi->direct_io = direct;
+	fi->keep_cache = p.keep && !writer;
+	fi->direct_io = p.direct;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
-		cache_close(&fs->cache, cf, writer);
+		cache_close(fs->cache, cf, writer);
 		struct held back = { f->n, NULL };
 		held_put(fs, &back);
 		free(f);
@@ -432,30 +279,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = -ENOMEM;
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
-		cf = cache_attach(&fs->cache, h.n);
+		cf = cache_created(fs->cache, h.n, existed ? &a : NULL, mode);
 		if (cf) {
-			pthread_mutex_lock(&fs->cache.lock);
-			if (!cf->dirty) {
-				if (existed) {
-					cache_set_base(cf, a.size, &a.mtime);
-					memcpy(cf->m.owner, a.owner,
-					       sizeof(cf->m.owner));
-					memcpy(cf->m.group, a.group,
-					       sizeof(cf->m.group));
-				} else {
-					cf->m.base = BASE_ABSENT;
-				}
-			}
-			cf->m.mode = existed ? a.mode : (mode & 07777);
-			if (!existed && (cf->m.mode & 07000))
-				cf->m.chmod_needed = true;
-			clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
-			cf->m.atime = cf->m.mtime;
-			pthread_mutex_unlock(&fs->cache.lock);
+			struct cache_attr la;
+			cache_local_attr(fs->cache, cf, &la);
 			memset(&h.n->attr, 0, sizeof(h.n->attr));
 			h.n->attr.type = OSB_FILE;
-			h.n->attr.mode = cf->m.mode;
-			h.n->attr.mtime = h.n->attr.ctime = cf->m.mtime;
+			h.n->attr.mode = la.mode;
+			h.n->attr.mtime = h.n->attr.ctime = la.mtime;
 			h.n->attr_valid = true;
 			h.n->attr_expiry = mono_ms() + fs->opt->attr_timeout_ms;
 			h.n->neg_expiry = 0;
@@ -467,21 +298,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			rc = -ENOMEM;
 	}
 	if (!rc)
-		rc = cache_open(&fs->cache, cf, true);
+		rc = cache_open(fs->cache, cf, true);
 	if (!rc) {
-		pthread_mutex_lock(&fs->cache.lock);
-		if (ftruncate(cf->fd, 0) < 0)
-			rc = -errno;
-		cache_drop_content(&fs->cache, cf);
-		cf->complete = true;
-		cf->size = 0;
-		f->version = cf->version;
-		pthread_mutex_unlock(&fs->cache.lock);
-		int drc = cache_dirty(&fs->cache, cf, h.path);
+		rc = cache_truncate(fs->cache, cf, 0, false, &f->version);
+		int drc = cache_dirty(fs->cache, cf, h.path);
 		if (!rc)
 			rc = drc;
 		if (rc)
-			cache_close(&fs->cache, cf, true);
+			cache_close(fs->cache, cf, true);
 	}
 	if (rc) {
 		free(f);
@@ -493,7 +317,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	f->cf = cf;
 	f->writer = true;
 	f->append = fi->flags & O_APPEND;
-	f->window = WINDOW_MIN;
+	f->w.window = CACHE_WINDOW_MIN;
 	free(h.path);
 	fi->fh = (uint64_t)(uintptr_t)f;
 
@@ -509,7 +333,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		pthread_mutex_lock(&fs->nodes.lock);
 		f->n->nlookup--;
 		pthread_mutex_unlock(&fs->nodes.lock);
-		cache_close(&fs->cache, cf, true);
+		cache_close(fs->cache, cf, true);
 		struct held back = { f->n, NULL };
 		held_put(fs, &back);
 		free(f);
@@ -520,7 +344,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct osbfs *fs = req_fs(req);
-	struct cache *c = &fs->cache;
 
 	atomic_store(&fs->last_activity, mono_ms());
 	if (ctl_is_ino(ino)) {
@@ -529,39 +352,19 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	struct fh *f = (struct fh *)(uintptr_t)fi->fh;
 	struct cfile *cf = f->cf;
-
-	pthread_mutex_lock(&c->lock);
-	bool stale = f->version != cf->version;
-	int64_t fsize = cf->size;
-	int64_t len = off >= fsize ? 0 : (int64_t)size;
-	if (off + len > fsize)
-		len = fsize - off;
-	bool have = len <= 0 || cache_has(cf, off, len);
-	int64_t want = len;
-	if (!have) {
-		/* a window that grows while the reads are sequential */
-		if (off == f->next_off)
-			f->window = f->window * 2 > WINDOW_MAX ? WINDOW_MAX :
-								 f->window * 2;
-		else
-			f->window = WINDOW_MIN;
-		want = len > f->window ? len : f->window;
-	}
-	if (len > 0)
-		f->next_off = off + len;
-	pthread_mutex_unlock(&c->lock);
-
-	if (stale) {
-		fuse_reply_err(req, ESTALE);
+	int64_t len, want;
+	int rc = cache_read_begin(fs->cache, cf, f->version, &f->w, off, size,
+				  &len, &want);
+	if (rc) {
+		fuse_reply_err(req, -rc);
 		return;
 	}
-	if (len <= 0) {
+	if (len == 0) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	if (!have) {
+	if (want) {
 		struct held h = { 0 };
-		int rc = 0;
 		pthread_mutex_lock(&fs->nodes.lock);
 		h.path = node_path(&fs->nodes, f->n);
 		pthread_mutex_unlock(&fs->nodes.lock);
@@ -584,15 +387,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ssize_t n = pread(cf->fd, buf, (size_t)len, off);
-	int e = n < 0 ? errno : 0;
-	/* the content may have given way to another version meanwhile */
-	pthread_mutex_lock(&c->lock);
-	if (f->version != cf->version)
-		e = ESTALE;
-	pthread_mutex_unlock(&c->lock);
-	if (e)
-		fuse_reply_err(req, e);
+	ssize_t n = cache_pread(fs->cache, cf, f->version, buf, (size_t)len,
+				off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
 	free(buf);
@@ -602,7 +400,6 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct osbfs *fs = req_fs(req);
-	struct cache *c = &fs->cache;
 
 	atomic_store(&fs->last_activity, mono_ms());
 	if (ctl_is_ino(ino)) {
@@ -610,38 +407,18 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		return;
 	}
 	struct fh *f = (struct fh *)(uintptr_t)fi->fh;
-	struct cfile *cf = f->cf;
-
-	if (f->append) {
-		pthread_mutex_lock(&c->lock);
-		off = cf->size;
-		pthread_mutex_unlock(&c->lock);
-	}
-	ssize_t n = pwrite(cf->fd, buf, size, off);
-	if (n < 0 && cache_room_made(c, &fs->nodes, errno))
-		n = pwrite(cf->fd, buf, size, off);
+	bool record;
+	ssize_t n = cache_write(fs->cache, f->cf, buf, size, off, f->append,
+				&record);
 	if (n < 0) {
-		int e = errno;
-		log_error("write to the local cache %s failed: %s", c->dir,
-			  strerror(e));
-		fuse_reply_err(req, e);
+		fuse_reply_err(req, (int)-n);
 		return;
 	}
-	pthread_mutex_lock(&c->lock);
-	if (off + n > cf->size)
-		cf->size = off + n;
-	cache_account(c, cf);
-	clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
-	cf->m.times_set = false;
-	bool quick = cf->dirty && cf->record_path;
-	if (quick)
-		cf->wgen++;
-	pthread_mutex_unlock(&c->lock);
-	if (!quick) {
+	if (record) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		char *path = node_path(&fs->nodes, f->n);
 		pthread_mutex_unlock(&fs->nodes.lock);
-		int rc = path ? cache_dirty(c, cf, path) : 0;
+		int rc = path ? cache_dirty(fs->cache, f->cf, path) : 0;
 		free(path);
 		if (rc) {
 			/* not journaled, so not safe from a crash: say so
@@ -675,16 +452,11 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	struct fh *f = (struct fh *)(uintptr_t)fi->fh;
 	struct cfile *cf = f->cf;
 	/* the node we hold keeps cf alive past cache_close */
-	cache_close(&fs->cache, cf, f->writer);
+	cache_close(fs->cache, cf, f->writer);
 	/* what was read into the cache may have taken it past its cap */
-	cache_evict(&fs->cache, &fs->nodes, 0);
-	if (f->writer) {
-		pthread_mutex_lock(&fs->cache.lock);
-		bool schedule = cf->dirty && cf->writers == 0;
-		pthread_mutex_unlock(&fs->cache.lock);
-		if (schedule)
-			wb_schedule(fs, cf, fs->opt->writeback_delay_ms);
-	}
+	cache_evict(fs->cache, 0);
+	if (f->writer && cache_upload_due(fs->cache, cf))
+		wb_schedule(fs, cf, fs->opt->writeback_delay_ms);
 	struct held back = { f->n, NULL };
 	held_put(fs, &back);
 	free(f);

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache_i.h"
 #include "journal.h"
 #include "log.h"
 #include "remote.h"
@@ -113,7 +114,7 @@ static size_t pick(struct cache *c, struct item *items, long long *ret_wait,
 static void snapshot(struct osbfs *fs, struct item *it)
 {
 	struct cfile *cf = it->cf;
-	struct cache *c = &fs->cache;
+	struct cache *c = fs->cache;
 
 	pthread_mutex_lock(&fs->nodes.lock);
 	it->path = cf->node ? node_path(&fs->nodes, cf->node) : NULL;
@@ -167,9 +168,9 @@ static int resolve_conflict(struct osbfs *fs, struct writeback *wb,
 		log_error("%s was changed in the sandbox while it had local "
 			  "changes: their version kept as %s",
 			  it->path, aside);
-		pthread_mutex_lock(&fs->cache.lock);
+		pthread_mutex_lock(&fs->cache->lock);
 		wb->conflicts++;
-		pthread_mutex_unlock(&fs->cache.lock);
+		pthread_mutex_unlock(&fs->cache->lock);
 	}
 	free(aside);
 	return rc == -ENOENT ? 0 : rc;
@@ -277,7 +278,7 @@ static void failed(struct writeback *wb, struct cfile *cf, int rc, size_t n,
 static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		   size_t n, int rc, bool times_ok)
 {
-	struct cache *c = &fs->cache;
+	struct cache *c = fs->cache;
 	long long now = mono_ms();
 
 	pthread_mutex_lock(&fs->nodes.lock);
@@ -397,7 +398,7 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 		if (items[i].fd >= 0)
 			close(items[i].fd);
 		free(items[i].path);
-		cache_unref(&fs->cache, items[i].cf);
+		cache_unref(fs->cache, items[i].cf);
 	}
 	free(ups);
 	free(times);
@@ -418,18 +419,10 @@ struct pending_scan {
 	size_t n, cap;
 };
 
-static bool has_dirty_below(struct cache *c, const struct node *d)
-{
-	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext)
-		if (cf->node && node_is_below(cf->node, d))
-			return true;
-	return false;
-}
-
 static void scan_pending(struct node *n, void *arg)
 {
 	struct pending_scan *ps = arg;
-	if (!n->times_pending || has_dirty_below(&ps->fs->cache, n))
+	if (!n->times_pending || cache_dirty_below_locked(ps->fs->cache, n))
 		return;
 	if (ps->n == ps->cap) {
 		size_t cap = ps->cap ? ps->cap * 2 : 16;
@@ -454,9 +447,9 @@ static int apply_dir_times(struct osbfs *fs)
 
 	pthread_mutex_lock(&fs->nodes.lock);
 	if (fs->pending_dir_times) {
-		pthread_mutex_lock(&fs->cache.lock);
+		pthread_mutex_lock(&fs->cache->lock);
 		node_for_each(&fs->nodes, scan_pending, &ps);
-		pthread_mutex_unlock(&fs->cache.lock);
+		pthread_mutex_unlock(&fs->cache->lock);
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (!ps.n)
@@ -497,7 +490,7 @@ static void *worker(void *arg)
 {
 	struct osbfs *fs = arg;
 	struct writeback *wb = fs->wb;
-	struct cache *c = &fs->cache;
+	struct cache *c = fs->cache;
 	struct item items[BATCH_FILES];
 
 	pthread_mutex_lock(&c->lock);
@@ -523,7 +516,7 @@ static void *worker(void *arg)
 		bool over = c->total_bytes > c->max_size;
 		if (over) {
 			pthread_mutex_unlock(&c->lock);
-			cache_evict(c, &fs->nodes, 0);
+			cache_evict(c, 0);
 			pthread_mutex_lock(&c->lock);
 		}
 	}
@@ -535,7 +528,7 @@ static void *syncer(void *arg)
 {
 	struct osbfs *fs = arg;
 	struct writeback *wb = fs->wb;
-	struct cache *c = &fs->cache;
+	struct cache *c = fs->cache;
 
 	pthread_mutex_lock(&c->lock);
 	while (!wb->stop) {
@@ -581,17 +574,17 @@ void wb_stop(struct osbfs *fs)
 	struct writeback *wb = fs->wb;
 	if (!wb)
 		return;
-	pthread_mutex_lock(&fs->cache.lock);
+	pthread_mutex_lock(&fs->cache->lock);
 	wb->stop = true;
 	pthread_cond_broadcast(&wb->kick);
-	pthread_cond_broadcast(&fs->cache.changed);
-	pthread_mutex_unlock(&fs->cache.lock);
+	pthread_cond_broadcast(&fs->cache->changed);
+	pthread_mutex_unlock(&fs->cache->lock);
 	for (int i = 0; i < wb->nthreads; i++)
 		pthread_join(wb->threads[i], NULL);
 	if (wb->syncer_started)
 		pthread_join(wb->syncer, NULL);
-	if (fs->cache.files_fd >= 0)
-		syncfs(fs->cache.files_fd);
+	if (fs->cache->files_fd >= 0)
+		syncfs(fs->cache->files_fd);
 	pthread_cond_destroy(&wb->kick);
 	free(wb);
 	fs->wb = NULL;
@@ -599,7 +592,7 @@ void wb_stop(struct osbfs *fs)
 
 void wb_schedule(struct osbfs *fs, struct cfile *cf, long delay_ms)
 {
-	struct cache *c = &fs->cache;
+	struct cache *c = fs->cache;
 	pthread_mutex_lock(&c->lock);
 	if (cf->dirty) {
 		cf->due_ms = mono_ms() + (delay_ms > 0 ? delay_ms : 0);
@@ -611,7 +604,7 @@ void wb_schedule(struct osbfs *fs, struct cfile *cf, long delay_ms)
 
 void wb_retry_now(struct osbfs *fs)
 {
-	struct cache *c = &fs->cache;
+	struct cache *c = fs->cache;
 	long long now = mono_ms();
 	pthread_mutex_lock(&c->lock);
 	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext)
@@ -642,7 +635,7 @@ static bool done_or_failed(const struct cfile *cf, uint64_t target,
 
 int wb_flush(struct osbfs *fs, struct cfile *cf)
 {
-	struct cache *c = &fs->cache;
+	struct cache *c = fs->cache;
 
 	pthread_mutex_lock(&c->lock);
 	if (!cf->dirty || !fs->wb) {
@@ -660,7 +653,7 @@ int wb_flush(struct osbfs *fs, struct cfile *cf)
 
 int wb_flush_all(struct osbfs *fs, long timeout_ms)
 {
-	struct cache *c = &fs->cache;
+	struct cache *c = fs->cache;
 	struct want {
 		struct cfile *cf;
 		uint64_t target, seq;
@@ -710,7 +703,7 @@ int wb_flush_all(struct osbfs *fs, long timeout_ms)
 
 size_t wb_describe_failures(struct osbfs *fs, char *buf, size_t size)
 {
-	struct cache *c = &fs->cache;
+	struct cache *c = fs->cache;
 	size_t n = 0, len = 0;
 	buf[0] = '\0';
 	pthread_mutex_lock(&c->lock);
@@ -732,7 +725,7 @@ size_t wb_describe_failures(struct osbfs *fs, char *buf, size_t size)
 
 void wb_get_stats(struct osbfs *fs, struct wb_stats *ret)
 {
-	struct cache *c = &fs->cache;
+	struct cache *c = fs->cache;
 	memset(ret, 0, sizeof(*ret));
 	pthread_mutex_lock(&c->lock);
 	ret->dirty_files = c->ndirty;

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cache.h"
+#include "cache_i.h"
 
 struct journal_record {
 	char path[8192];

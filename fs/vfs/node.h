@@ -9,7 +9,8 @@
  * rename moves a whole subtree by relinking one node.
  *
  * Locking: every field of every node, and the tables, are guarded by
- * nt->lock (one mutex: critical sections are short and never do I/O).
+ * nt->lock (one mutex: critical sections are short and never do I/O;
+ * its place in the lock order is in osbfs.h).
  * A node stays allocated while it has kernel lookups, open handles, or
  * in-flight references (node_ref/node_unref), or while it still has a
  * name in the tree.

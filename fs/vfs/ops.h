@@ -7,7 +7,10 @@
  * ops_file.c  open, create, read, write, flush, release, fsync
  *
  * Every op reads as: validate -> cache lookup -> remote call -> cache
- * update -> reply. Nothing is held locked across a remote call.
+ * update -> reply. Attributes and listings are the node table's
+ * (node.h); file content is the cache layer's, reached through its
+ * calls only (cache.h). Nothing is held locked across a remote call
+ * but fs->path_lock (osbfs.h).
  */
 #ifndef OSBFS_OPS_H
 #define OSBFS_OPS_H
@@ -32,9 +35,9 @@ static inline struct osbfs *req_fs(fuse_req_t req)
  * filesystem, an open file outlives its name until the last close; its
  * data never goes to the sandbox again).
  */
-static inline bool node_has_local(const struct node *n)
+static inline bool node_has_local(struct osbfs *fs, const struct node *n)
 {
-	return n->cf && (n->cf->dirty || n->unlinked);
+	return n->cf && (n->unlinked || cache_is_dirty(fs->cache, n->cf));
 }
 
 /* A held node: the node (with a ref) and its sandbox path (NULL for an
@@ -66,10 +69,6 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st);
 void reply_node_entry(fuse_req_t req, struct osbfs *fs, struct node *n);
 /* Replies a negative entry (the name does not exist). */
 void reply_negative(fuse_req_t req, struct osbfs *fs);
-
-/* Whether a file below directory @d still waits for its upload: the
- * sandbox does not know it, so @d is not empty (takes the locks). */
-bool dirty_below(struct osbfs *fs, struct node *d);
 
 /* The directory @h's listing, fetched if stale; children updated. */
 int dir_load(struct osbfs *fs, struct held *h);

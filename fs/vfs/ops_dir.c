@@ -99,7 +99,7 @@ static int dir_fetch(struct osbfs *fs, struct held *h, uint64_t gen)
 		if (!c)
 			continue;
 		c->listed_gen = d->list_gen;
-		if (node_has_local(c) || d->change_gen != gen)
+		if (node_has_local(fs, c) || d->change_gen != gen)
 			continue;
 		if (c->link_target &&
 		    (e->attr.type != OSB_SYMLINK ||
@@ -115,7 +115,7 @@ static int dir_fetch(struct osbfs *fs, struct held *h, uint64_t gen)
 	for (struct node *c = d->child_first; c; c = c->sib_next) {
 		if (c->listed_gen == d->list_gen)
 			continue;
-		if (node_has_local(c)) {
+		if (node_has_local(fs, c)) {
 			c->listed_gen = d->list_gen; /* not uploaded yet */
 		} else if (d->change_gen == gen) {
 			c->attr_valid = false;
@@ -451,7 +451,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	/* the API deletes recursively: look first (a fresh listing) */
 	if (!rc)
 		rc = remote_list(fs, h.path, &ents, &n);
-	if (!rc && (n || dirty_below(fs, h.n)))
+	if (!rc && (n || cache_dirty_below(fs->cache, h.n)))
 		rc = -ENOTEMPTY;
 	if (!rc)
 		rc = remote_rmdir(fs, h.path);
@@ -485,33 +485,29 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	rc = node_attr(fs, &h, &a);
-	if (!rc && a.type == OSB_DIR && !node_has_local(h.n))
+	if (!rc && a.type == OSB_DIR && !node_has_local(fs, h.n))
 		rc = -EISDIR;
 	if (!rc && a.type == OSB_FILE)
 		file_keep_for_readers(fs, &h);
 	if (!rc) {
 		pthread_rwlock_wrlock(&fs->path_lock);
 		pthread_mutex_lock(&fs->nodes.lock);
-		struct cfile *cf = h.n->cf;
-		bool only_local = false;
-		if (cf) {
-			pthread_mutex_lock(&fs->cache.lock);
-			only_local = cf->dirty && cf->m.base == BASE_ABSENT;
-			pthread_mutex_unlock(&fs->cache.lock);
-		}
+		bool only_local = h.n->cf &&
+				  cache_only_local(fs->cache, h.n->cf);
 		pthread_mutex_unlock(&fs->nodes.lock);
 		/* made here and never uploaded: nothing to delete there */
 		if (!only_local)
 			rc = remote_unlink(fs, h.path, a.type == OSB_SYMLINK);
-		if (rc == -ENOENT && node_has_local(h.n))
-			rc = 0;
+		if (rc == -ENOENT) {
+			pthread_mutex_lock(&fs->nodes.lock);
+			if (node_has_local(fs, h.n))
+				rc = 0; /* the sandbox never had it */
+			pthread_mutex_unlock(&fs->nodes.lock);
+		}
 		if (!rc) {
 			pthread_mutex_lock(&fs->nodes.lock);
-			if (h.n->cf) {
-				pthread_mutex_lock(&fs->cache.lock);
-				cache_discard(&fs->cache, h.n->cf);
-				pthread_mutex_unlock(&fs->cache.lock);
-			}
+			if (h.n->cf)
+				cache_forget(fs->cache, h.n->cf);
 			struct node *p = h.n->parent;
 			node_unlink(&fs->nodes, h.n);
 			if (p)
@@ -524,46 +520,6 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	held_put(fs, &h);
 }
 
-/* After a move: the dirty records under @n name their new paths. */
-static void records_follow(struct osbfs *fs, struct node *moved)
-{
-	struct cache *c = &fs->cache;
-	struct fix {
-		struct cfile *cf;
-		char *path;
-	} *fixes = NULL;
-	size_t n = 0, cap = 0;
-
-	pthread_mutex_lock(&fs->nodes.lock);
-	pthread_mutex_lock(&c->lock);
-	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext) {
-		if (!cf->node || !node_is_below(cf->node, moved))
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 8;
-			struct fix *f = realloc(fixes, cap * sizeof(*f));
-			if (!f)
-				break;
-			fixes = f;
-		}
-		fixes[n].cf = cf;
-		fixes[n].path = node_path(&fs->nodes, cf->node);
-		cf->refs++;
-		n++;
-	}
-	pthread_mutex_unlock(&c->lock);
-	pthread_mutex_unlock(&fs->nodes.lock);
-	for (size_t i = 0; i < n; i++) {
-		if (fixes[i].path &&
-		    cache_record_update(c, fixes[i].cf, fixes[i].path))
-			log_error("could not record the new path %s",
-				  fixes[i].path);
-		free(fixes[i].path);
-		cache_unref(c, fixes[i].cf);
-	}
-	free(fixes);
-}
-
 /*
  * The journal record of @cf, if dirty, names @path: written before a file
  * moves there, so a crash after the move uploads it under its new name.
@@ -573,12 +529,10 @@ static int record_move(struct osbfs *fs, struct cfile *cf, const char *path)
 {
 	if (!cf)
 		return 0;
-	int rc = cache_record_update(&fs->cache, cf, path);
-	if (rc && cache_room_made(&fs->cache, &fs->nodes, rc))
-		rc = cache_record_update(&fs->cache, cf, path);
+	int rc = cache_record_update(fs->cache, cf, path);
 	if (rc)
 		log_error("rename of %s: cannot journal its new name in %s: %s",
-			  path, fs->cache.dir, strerror(-rc));
+			  path, cache_dir(fs->cache), strerror(-rc));
 	return rc;
 }
 
@@ -634,7 +588,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	/* a directory is replaced only when empty: files below it that the
 	 * sandbox has not seen yet count (the sandbox's mv would not know) */
-	if (!rc && dst_exists && da.type == OSB_DIR && dirty_below(fs, dst.n))
+	if (!rc && dst_exists && da.type == OSB_DIR &&
+	    cache_dirty_below(fs->cache, dst.n))
 		rc = -ENOTEMPTY;
 	if (rc)
 		goto out;
@@ -651,57 +606,24 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	pthread_rwlock_wrlock(&fs->path_lock);
 	pthread_mutex_lock(&fs->nodes.lock);
-	pthread_mutex_lock(&fs->cache.lock);
 	struct cfile *scf = src.n->cf, *dcf = dst.n->cf;
-	bool src_local = scf && scf->dirty && scf->m.base == BASE_ABSENT;
-	bool dst_local = dcf && dcf->dirty && dcf->m.base == BASE_ABSENT;
-	pthread_mutex_unlock(&fs->cache.lock);
+	bool src_local = scf && cache_only_local(fs->cache, scf);
+	bool dst_local = dcf && cache_only_local(fs->cache, dcf);
 	pthread_mutex_unlock(&fs->nodes.lock);
 
 	if (src_local && (!dst_exists || dst_local || da.type == OSB_FILE)) {
 		/* never uploaded: moved here only; the upload will go to the
 		 * new name, over what the sandbox has there */
-		pthread_mutex_lock(&fs->nodes.lock);
-		pthread_mutex_lock(&fs->cache.lock);
-		if (dst_exists && !dst_local) {
-			/* the upload will replace what the sandbox has at
-			 * dst: dst's own cache entry knows that version best
-			 * (an upload of dst that finished while we waited
-			 * for the lock has just updated it); its cached
-			 * attributes are only the fallback */
-			if (dcf && dcf->m.base != BASE_UNKNOWN) {
-				scf->m.base = dcf->m.base;
-				scf->m.base_size = dcf->m.base_size;
-				scf->m.base_mtime = dcf->m.base_mtime;
-				memcpy(scf->m.owner, dcf->m.owner,
-				       sizeof(scf->m.owner));
-				memcpy(scf->m.group, dcf->m.group,
-				       sizeof(scf->m.group));
-			} else if (dcf && dcf->dirty) {
-				scf->m.base = BASE_UNKNOWN;
-			} else {
-				scf->m.base = BASE_KNOWN;
-				scf->m.base_size = da.size;
-				scf->m.base_mtime = da.mtime;
-				memcpy(scf->m.owner, da.owner,
-				       sizeof(scf->m.owner));
-				memcpy(scf->m.group, da.group,
-				       sizeof(scf->m.group));
-			}
-		}
-		pthread_mutex_unlock(&fs->cache.lock);
-		pthread_mutex_unlock(&fs->nodes.lock);
+		if (dst_exists && !dst_local)
+			cache_moved_over(fs->cache, scf, dcf, &da);
 	} else {
 		rc = remote_rename(fs, src.path, dst.path, dst_exists,
 				   sa.type == OSB_SYMLINK);
 	}
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
-		if (dcf && dst.n->cf == dcf) {
-			pthread_mutex_lock(&fs->cache.lock);
-			cache_discard(&fs->cache, dcf); /* replaced */
-			pthread_mutex_unlock(&fs->cache.lock);
-		}
+		if (dcf && dst.n->cf == dcf)
+			cache_forget(fs->cache, dcf); /* replaced */
 		struct node *oldp = src.n->parent, *newp = dst.n->parent;
 		rc = newp ? node_move(&fs->nodes, src.n, newp, newname) :
 			    -ENOENT;
@@ -714,7 +636,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		}
 		pthread_mutex_unlock(&fs->nodes.lock);
 		if (sa.type == OSB_DIR)
-			records_follow(fs, src.n);
+			cache_records_follow(fs->cache, src.n);
 	} else if (sa.type == OSB_FILE) {
 		record_move(fs, scf, src.path); /* it stays where it was */
 	}

@@ -1,6 +1,6 @@
 /*
- * ctl.h - the control tree MOUNTPOINT/.osb/ (DESIGN.md "The control
- * tree"): virtual files that drive the sandbox, its jobs and its code
+ * ctl.h - the control tree MOUNTPOINT/.osb/ (README.md, "Running
+ * commands: the control tree"): virtual files that drive the sandbox, its jobs and its code
  * contexts. Its inodes live in their own range; ops.c hands every
  * request on one of them to the functions below.
  */

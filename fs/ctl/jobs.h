@@ -1,6 +1,7 @@
 /*
- * jobs.h - background jobs in the sandbox (DESIGN.md "Jobs"), as the
- * control tree's `run` and `jobs/` show them.
+ * jobs.h - background jobs in the sandbox, as the control tree's `run`
+ * and `jobs/` show them (README.md, "Running commands: the control
+ * tree"; the path of a job is in docs/ARCHITECTURE.md).
  *
  * A job's record and output live in the sandbox, not in this daemon, so
  * another mount of the same sandbox (after a crash, on another machine)

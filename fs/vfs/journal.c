@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cache.h"
+#include "cache_i.h"
 #include "hex.h"
 #include "journal.h"
 #include "log.h"

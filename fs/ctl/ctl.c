@@ -1,6 +1,5 @@
 /*
- * ctl.c - the control tree MOUNTPOINT/.osb/ (DESIGN.md "The control
- * tree"): its life (init, start, stop), its inodes and their
+ * ctl.c - the control tree MOUNTPOINT/.osb/ (ctl.h): its life (init, start, stop), its inodes and their
  * attributes, lookup, getattr, setattr and readlink of jobs/latest.
  * Directories (readdir, mkdir/rmdir of jobs) are in ctl_dir.c, open
  * files in ctl_file.c, the top files' contents and verbs in

@@ -1,23 +1,14 @@
 /*
- * cache.h - file content on local disk: the read cache and the dirty
- * data waiting for upload, with its journal.
- *
- * Each file the mount has read or written has a struct cfile: a cache
- * file under CACHE/files/ holding the bytes known locally (a sparse file
- * plus a list of the ranges present), the remote version those bytes
- * came from (size and mtime: the validator), and, when it has changes
- * the sandbox does not have yet, a record in CACHE/journal (journal.c)
- * naming the file's sandbox path. The journal is what makes written data
- * survive a crash: a new mount of the same sandbox with the same cache
- * dir replays it and uploads the files (cache_recover).
+ * cache_i.h - the cache layer's own view of its state: struct cfile and
+ * struct cache, for the files that make up the layer (cache.c,
+ * cache_file.c, journal.c, writeback.c, recover.c) and the unit tests.
+ * Everything else goes through cache.h.
  *
  * Locking: every cfile field and the cache's lists are guarded by
- * cache->lock. Data is read and written with pread/pwrite outside it.
- * Downloads into one cfile are serialized by cf->fetch_lock. Lock order:
- * node table lock, then cache->lock; fetch_lock is taken with neither.
+ * cache->lock (the lock order is in osbfs.h).
  */
-#ifndef OSBFS_CACHE_H
-#define OSBFS_CACHE_H
+#ifndef OSBFS_CACHE_I_H
+#define OSBFS_CACHE_I_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -25,7 +16,10 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "cache.h"
+
 struct node;
+struct node_table;
 
 struct extent {
 	int64_t start, end; /* [start, end) */
@@ -106,6 +100,7 @@ struct cfile {
 
 struct cache {
 	char *dir;              /* CACHE_DIR/<sandbox id> */
+	struct node_table *nt;  /* the nodes the cfiles belong to */
 	int dir_fd;             /* CACHE_DIR/<sandbox id> */
 	int files_fd;           /* .../files */
 	int journal_fd;         /* .../journal, O_APPEND (journal.c) */
@@ -125,30 +120,8 @@ struct cache {
 	size_t nall, all_cap;
 };
 
-/* Makes CACHE_DIR/<id>/{files,dirty}; removes clean leftovers. Takes
- * the dir's lock with @h first (holder_take(): it may wait for a daemon
- * finishing its uploads; -EBUSY if another mount uses the dir); the
- * caller lets it go with holder_release() after cache_release(). */
-struct holder;
-int cache_init(struct cache *c, const char *cache_dir,
-	       const char *sandbox_id, int64_t max_size, struct holder *h,
-	       char *msg, size_t msg_size);
-void cache_release(struct cache *c);
-
-/* n->cf, made if missing. Caller holds the node lock. NULL on ENOMEM. */
-struct cfile *cache_attach(struct cache *c, struct node *n);
-/* Called when a node is freed (node lock held): a node_table on_free. */
-void cache_detach(struct node *n, void *cache);
-
-void cache_ref(struct cache *c, struct cfile *cf);
-void cache_unref(struct cache *c, struct cfile *cf);
-
-/* An open handle: opens the cache file. 0 or -errno. */
-int cache_open(struct cache *c, struct cfile *cf, bool writer);
-void cache_close(struct cache *c, struct cfile *cf, bool writer);
 /* An fd on the cache file for the caller (close it). */
 int cache_fd(struct cache *c, const struct cfile *cf);
-
 /* Under c->lock: whether [off, off+len) is present (clipped to size). */
 bool cache_has(const struct cfile *cf, int64_t off, int64_t len);
 /* Adds a range present (c->lock held). */
@@ -159,18 +132,14 @@ void cache_drop_content(struct cache *c, struct cfile *cf);
 /* Sets the validator after a fetch or a stat (c->lock held). */
 void cache_set_base(struct cfile *cf, int64_t size,
 		    const struct timespec *mtime);
+/* After the size of a complete file changed: counts its bytes towards
+ * the cache's total (c->lock held). */
+void cache_account(struct cache *c, struct cfile *cf);
 
-/*
- * cache_dirty() - a change was made at sandbox path @path: bumps wgen,
- * marks dirty and writes the dirty record if it was clean (or if the path
- * changed). Takes c->lock.
- */
-int cache_dirty(struct cache *c, struct cfile *cf, const char *path);
-/* The same for a change of mode or times, which the record carries:
- * the record is always rewritten. */
-int cache_dirty_meta(struct cache *c, struct cfile *cf, const char *path);
-/* Rewrites the record of a dirty cfile under its new path (a rename). */
-int cache_record_update(struct cache *c, struct cfile *cf, const char *path);
+/* Marks @cf dirty at sandbox path @path and writes its record if it was
+ * clean or the path changed (@rewrite: always). Takes c->lock. */
+int cache_mark_dirty(struct cache *c, struct cfile *cf, const char *path,
+		     bool rewrite);
 /* Rewrites the record of a dirty cfile as it is now (c->lock held). */
 int cache_record_refresh(struct cache *c, struct cfile *cf);
 /* The upload of generation @gen is in the sandbox: clean if nothing
@@ -178,26 +147,24 @@ int cache_record_refresh(struct cache *c, struct cfile *cf);
 void cache_uploaded(struct cache *c, struct cfile *cf, uint64_t gen);
 /* Forgets the changes (the file was deleted). c->lock held. */
 void cache_discard(struct cache *c, struct cfile *cf);
+/* Whether a dirty file is @d or below it (c->nt->lock and c->lock held). */
+bool cache_dirty_below_locked(struct cache *c, const struct node *d);
 
-/* After the size of a complete file changed: counts its bytes towards
- * the cache's total (c->lock held). */
-void cache_account(struct cache *c, struct cfile *cf);
-
-/* Drops clean content nobody has open, least recently used first, until
- * the total fits max_size and at least @need bytes were freed (a full
- * disk asks for everything: INT64_MAX). Unsaved data is never dropped.
- * Returns the bytes freed. Takes the node lock then c->lock. */
-struct node_table;
-int64_t cache_evict(struct cache *c, struct node_table *nt, int64_t need);
-/* After a write to the cache dir failed with @err (an errno, of either
- * sign): on a full disk, clean cached data makes room. True when some
- * was freed, so the write is worth trying once more. */
-bool cache_room_made(struct cache *c, struct node_table *nt, int err);
+/* A cfile of id @id for recovery (c->lock held); NULL on ENOMEM. */
+struct cfile *cache_cfile_new(struct cache *c, uint64_t id);
+/* Puts @cf on the dirty list (c->lock held; the list takes a ref). */
+void cache_dirty_list_add(struct cache *c, struct cfile *cf);
+/* Removes content files that no live cfile owns (c->lock held). */
+void cache_sweep(struct cache *c);
+/* The name of @id's content file under files/ (16 hex digits). */
+void cache_id_name(uint64_t id, char out[17]);
 
 /* Dirty records left by an earlier run: @fn is called for each, with
- * its sandbox path and a new cfile holding the data (refs 1, dirty). */
+ * its sandbox path and a new cfile holding the data (refs 1, dirty);
+ * then clean leftovers go and the journal is compacted. The count of
+ * records, or -errno (recover.c). */
 typedef void (*cache_recover_fn)(void *arg, const char *path,
 				 struct cfile *cf);
 int cache_recover(struct cache *c, cache_recover_fn fn, void *arg);
 
-#endif /* OSBFS_CACHE_H */
+#endif /* OSBFS_CACHE_I_H */

@@ -15,7 +15,6 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "cache.h"
 #include "hex.h"
 #include "holder.h"
 #include "log.h"
@@ -381,30 +380,6 @@ void holder_release(struct holder *h)
 }
 
 /* ---- what is pending ---- */
-
-int pending_collect(struct cache *c, struct pending *ret)
-{
-	memset(ret, 0, sizeof(*ret));
-	pthread_mutex_lock(&c->lock);
-	ret->total = c->ndirty;
-	size_t n = c->ndirty < HOLDER_PENDING_MAX ? c->ndirty :
-						      HOLDER_PENDING_MAX;
-	ret->paths = n ? calloc(n, sizeof(char *)) : NULL;
-	int rc = n && !ret->paths ? -ENOMEM : 0;
-	for (struct cfile *cf = c->dirty_first; !rc && cf && ret->n < n;
-	     cf = cf->dnext) {
-		ret->paths[ret->n] =
-			strdup(cf->record_path ? cf->record_path : "?");
-		if (!ret->paths[ret->n])
-			rc = -ENOMEM;
-		else
-			ret->n++;
-	}
-	pthread_mutex_unlock(&c->lock);
-	if (rc)
-		pending_release(ret);
-	return rc;
-}
 
 void pending_release(struct pending *p)
 {

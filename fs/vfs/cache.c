@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cache.h"
+#include "cache_i.h"
 #include "holder.h"
 #include "journal.h"
 #include "log.h"
@@ -44,7 +44,7 @@ static int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-static void id_name(uint64_t id, char out[17])
+void cache_id_name(uint64_t id, char out[17])
 {
 	snprintf(out, 17, "%016llx", (unsigned long long)id);
 }
@@ -64,9 +64,7 @@ static bool is_id_name(const char *s)
 	return strlen(s) == 16 && strspn(s, "0123456789abcdef") == 16;
 }
 
-/* Removes content files that no live cfile owns: clean leftovers of an
- * earlier run (c->lock held). */
-static void sweep_clean(struct cache *c)
+void cache_sweep(struct cache *c)
 {
 	DIR *d = fdopendir(dup(c->files_fd));
 	struct dirent *de;
@@ -85,14 +83,13 @@ static void sweep_clean(struct cache *c)
 	closedir(d);
 }
 
-int cache_init(struct cache *c, const char *cache_dir,
-	       const char *sandbox_id, int64_t max_size, struct holder *h,
-	       char *msg, size_t msg_size)
+static int init(struct cache *c, const char *cache_dir,
+		const char *sandbox_id, int64_t max_size, struct holder *h,
+		char *msg, size_t msg_size)
 {
 	char path[4096];
 	int rc;
 
-	memset(c, 0, sizeof(*c));
 	c->dir_fd = c->files_fd = c->journal_fd = -1;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->changed, NULL);
@@ -127,10 +124,36 @@ int cache_init(struct cache *c, const char *cache_dir,
 	return 0;
 }
 
+int cache_init(struct cache **ret, const char *cache_dir,
+	       const char *sandbox_id, int64_t max_size, struct node_table *nt,
+	       struct holder *h, char *msg, size_t msg_size)
+{
+	struct cache *c = calloc(1, sizeof(*c));
+	*ret = NULL;
+	if (!c) {
+		snprintf(msg, msg_size, "cache: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	c->nt = nt;
+	int rc = init(c, cache_dir, sandbox_id, max_size, h, msg, msg_size);
+	if (rc)
+		cache_release(c);
+	else
+		*ret = c;
+	return rc;
+}
+
+const char *cache_dir(const struct cache *c)
+{
+	return c->dir;
+}
+
 static void cfile_free(struct cache *c, struct cfile *cf);
 
 void cache_release(struct cache *c)
 {
+	if (!c)
+		return;
 	/* what is left (files still dirty at exit) is freed in memory; its
 	 * data and journal record stay on disk for the next mount */
 	while (c->nall)
@@ -145,9 +168,10 @@ void cache_release(struct cache *c)
 	free(c->dir);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->changed);
+	free(c);
 }
 
-static struct cfile *cfile_new(struct cache *c, uint64_t id)
+struct cfile *cache_cfile_new(struct cache *c, uint64_t id)
 {
 	struct cfile *cf = calloc(1, sizeof(*cf));
 	if (!cf)
@@ -171,8 +195,10 @@ static struct cfile *cfile_new(struct cache *c, uint64_t id)
 	return cf;
 }
 
-static void dirty_list_append(struct cache *c, struct cfile *cf)
+void cache_dirty_list_add(struct cache *c, struct cfile *cf)
 {
+	cf->dirty = true;
+	cf->refs++; /* the dirty list holds a reference */
 	cf->dnext = NULL;
 	cf->dprev = c->dirty_last;
 	if (c->dirty_last)
@@ -219,7 +245,7 @@ static void cfile_free(struct cache *c, struct cfile *cf)
 		close(cf->fd);
 	c->total_bytes -= cf->cached_bytes;
 	if (!cf->dirty) {
-		id_name(cf->id, name);
+		cache_id_name(cf->id, name);
 		unlinkat(c->files_fd, name, 0);
 	}
 	/* a dirty cfile that is freed keeps its record and data on disk:
@@ -253,7 +279,7 @@ struct cfile *cache_attach(struct cache *c, struct node *n)
 	if (n->cf)
 		return n->cf;
 	pthread_mutex_lock(&c->lock);
-	struct cfile *cf = cfile_new(c, new_id());
+	struct cfile *cf = cache_cfile_new(c, new_id());
 	pthread_mutex_unlock(&c->lock);
 	if (!cf)
 		return NULL;
@@ -275,7 +301,7 @@ void cache_detach(struct node *n, void *cache)
 int cache_fd(struct cache *c, const struct cfile *cf)
 {
 	char name[17];
-	id_name(cf->id, name);
+	cache_id_name(cf->id, name);
 	int fd = openat(c->files_fd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	return fd < 0 ? -errno : fd;
 }
@@ -384,7 +410,7 @@ void cache_drop_content(struct cache *c, struct cfile *cf)
 		ftruncate(cf->fd, 0);
 	else {
 		char name[17];
-		id_name(cf->id, name);
+		cache_id_name(cf->id, name);
 		int fd = openat(c->files_fd, name, O_WRONLY | O_CLOEXEC);
 		if (fd >= 0) {
 			ftruncate(fd, 0);
@@ -426,8 +452,8 @@ static int record_write(struct cache *c, struct cfile *cf, const char *path)
 	return 0;
 }
 
-static int mark_dirty(struct cache *c, struct cfile *cf, const char *path,
-		      bool rewrite)
+int cache_mark_dirty(struct cache *c, struct cfile *cf, const char *path,
+		     bool rewrite)
 {
 	int rc = 0;
 	pthread_mutex_lock(&c->lock);
@@ -439,10 +465,8 @@ static int mark_dirty(struct cache *c, struct cfile *cf, const char *path,
 			log_error("cannot write the dirty record of %s in %s: %s",
 				  path, c->dir, strerror(-rc));
 		if (!cf->dirty) {
-			cf->dirty = true;
 			cf->failures = 0;
-			dirty_list_append(c, cf);
-			cf->refs++; /* the dirty list holds a reference */
+			cache_dirty_list_add(c, cf);
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -451,21 +475,29 @@ static int mark_dirty(struct cache *c, struct cfile *cf, const char *path,
 
 int cache_dirty(struct cache *c, struct cfile *cf, const char *path)
 {
-	return mark_dirty(c, cf, path, false);
+	return cache_mark_dirty(c, cf, path, false);
 }
 
 int cache_dirty_meta(struct cache *c, struct cfile *cf, const char *path)
 {
-	return mark_dirty(c, cf, path, true);
+	return cache_mark_dirty(c, cf, path, true);
 }
 
-int cache_record_update(struct cache *c, struct cfile *cf, const char *path)
+static int record_update(struct cache *c, struct cfile *cf, const char *path)
 {
 	int rc = 0;
 	pthread_mutex_lock(&c->lock);
 	if (cf->dirty)
 		rc = record_write(c, cf, path);
 	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int cache_record_update(struct cache *c, struct cfile *cf, const char *path)
+{
+	int rc = record_update(c, cf, path);
+	if (rc && cache_room_made(c, rc))
+		rc = record_update(c, cf, path);
 	return rc;
 }
 
@@ -508,6 +540,92 @@ void cache_discard(struct cache *c, struct cfile *cf)
 	pthread_cond_broadcast(&c->changed);
 }
 
+void cache_forget(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	cache_discard(c, cf);
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool cache_dirty_below_locked(struct cache *c, const struct node *d)
+{
+	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext)
+		if (cf->node && node_is_below(cf->node, d))
+			return true;
+	return false;
+}
+
+bool cache_dirty_below(struct cache *c, const struct node *d)
+{
+	pthread_mutex_lock(&c->nt->lock);
+	pthread_mutex_lock(&c->lock);
+	bool found = cache_dirty_below_locked(c, d);
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->nt->lock);
+	return found;
+}
+
+void cache_records_follow(struct cache *c, struct node *moved)
+{
+	struct fix {
+		struct cfile *cf;
+		char *path;
+	} *fixes = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_mutex_lock(&c->nt->lock);
+	pthread_mutex_lock(&c->lock);
+	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext) {
+		if (!cf->node || !node_is_below(cf->node, moved))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 8;
+			struct fix *f = realloc(fixes, cap * sizeof(*f));
+			if (!f)
+				break;
+			fixes = f;
+		}
+		fixes[n].cf = cf;
+		fixes[n].path = node_path(c->nt, cf->node);
+		cf->refs++;
+		n++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->nt->lock);
+	for (size_t i = 0; i < n; i++) {
+		if (fixes[i].path &&
+		    cache_record_update(c, fixes[i].cf, fixes[i].path))
+			log_error("could not record the new path %s",
+				  fixes[i].path);
+		free(fixes[i].path);
+		cache_unref(c, fixes[i].cf);
+	}
+	free(fixes);
+}
+
+int cache_pending(struct cache *c, size_t max, struct pending *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	pthread_mutex_lock(&c->lock);
+	ret->total = c->ndirty;
+	size_t n = c->ndirty < max ? c->ndirty : max;
+	ret->paths = n ? calloc(n, sizeof(char *)) : NULL;
+	int rc = n && !ret->paths ? -ENOMEM : 0;
+	for (struct cfile *cf = c->dirty_first; !rc && cf && ret->n < n;
+	     cf = cf->dnext) {
+		ret->paths[ret->n] =
+			strdup(cf->record_path ? cf->record_path : "?");
+		if (!ret->paths[ret->n])
+			rc = -ENOMEM;
+		else
+			ret->n++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc)
+		pending_release(ret);
+	return rc;
+}
+
 /* ---- eviction ---- */
 
 void cache_account(struct cache *c, struct cfile *cf)
@@ -525,8 +643,9 @@ static int by_last_use(const void *a, const void *b)
 	return x->last_used < y->last_used ? -1 : x->last_used > y->last_used;
 }
 
-int64_t cache_evict(struct cache *c, struct node_table *nt, int64_t need)
+int64_t cache_evict(struct cache *c, int64_t need)
 {
+	struct node_table *nt = c->nt;
 	int64_t freed = 0;
 	if (need <= 0) {
 		/* the common case (every close): nothing over the cap */
@@ -563,67 +682,11 @@ out:
 	return freed;
 }
 
-bool cache_room_made(struct cache *c, struct node_table *nt, int err)
+bool cache_room_made(struct cache *c, int err)
 {
 	if (err < 0)
 		err = -err;
 	if (err != ENOSPC && err != EDQUOT)
 		return false;
-	return cache_evict(c, nt, INT64_MAX) > 0;
-}
-
-/* ---- recovery ---- */
-
-struct replay {
-	struct cache *c;
-	cache_recover_fn fn;
-	void *arg;
-};
-
-static void replay_one(void *arg, uint64_t id, const struct journal_record *r)
-{
-	struct replay *rp = arg;
-	struct cache *c = rp->c;
-	struct stat st;
-	char name[17];
-
-	id_name(id, name);
-	if (fstatat(c->files_fd, name, &st, 0) < 0) {
-		log_error("the data of %s is missing from %s/files (%s); "
-			  "cannot recover it",
-			  r->path, c->dir, strerror(errno));
-		return;
-	}
-	pthread_mutex_lock(&c->lock);
-	struct cfile *cf = cfile_new(c, id);
-	if (!cf) {
-		pthread_mutex_unlock(&c->lock);
-		return;
-	}
-	cf->m = r->m;
-	cf->size = st.st_size;
-	cf->complete = true;
-	cf->cached_bytes = st.st_size;
-	c->total_bytes += st.st_size;
-	cf->dirty = true;
-	cf->wgen = 1;
-	cf->record_path = strdup(r->path);
-	dirty_list_append(c, cf);
-	cf->refs++; /* the dirty list's */
-	pthread_mutex_unlock(&c->lock);
-	rp->fn(rp->arg, r->path, cf);
-}
-
-int cache_recover(struct cache *c, cache_recover_fn fn, void *arg)
-{
-	struct replay rp = { c, fn, arg };
-	int count = journal_replay(c, replay_one, &rp);
-	pthread_mutex_lock(&c->lock);
-	sweep_clean(c);
-	int rc = journal_compact(c);
-	pthread_mutex_unlock(&c->lock);
-	if (rc)
-		log_error("cannot rewrite the journal in %s: %s", c->dir,
-			  strerror(-rc));
-	return count;
+	return cache_evict(c, INT64_MAX) > 0;
 }

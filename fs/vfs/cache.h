@@ -1,0 +1,250 @@
+/*
+ * cache.h - file content on local disk: the read cache and the dirty
+ * data waiting for upload, with its journal. The one interface the FUSE
+ * ops, the control tree and main() have to file content.
+ *
+ * Each file the mount has read or written has a struct cfile: a cache
+ * file under CACHE/files/ holding the bytes known locally (a sparse file
+ * plus a list of the ranges present), the remote version those bytes
+ * came from (size and mtime: the validator), and, when it has changes
+ * the sandbox does not have yet, a record in CACHE/journal (journal.c)
+ * naming the file's sandbox path. The journal is what makes written data
+ * survive a crash: a new mount of the same sandbox with the same cache
+ * dir replays it and uploads the files (recover.c). The uploads
+ * themselves are writeback.c, the other half of this layer.
+ *
+ * struct cache and struct cfile are opaque outside the layer
+ * (cache_i.h): every call here takes the locks it needs.
+ *
+ * Calls that say so take the node table's lock, then the cache's: the
+ * caller holds neither, or only the node table's (the order of all the
+ * daemon's locks is in osbfs.h).
+ */
+#ifndef OSBFS_CACHE_H
+#define OSBFS_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "osb.h"
+
+struct cache;
+struct cfile;
+struct fattr;
+struct holder;
+struct node;
+struct node_table;
+struct pending;
+
+/* Makes CACHE_DIR/<id>/{files,journal} for the nodes of @nt. Takes the
+ * dir's lock with @h first (holder_take(): it may wait for a daemon
+ * finishing its uploads; -EBUSY if another mount uses the dir); the
+ * caller lets it go with holder_release() after cache_release(). On
+ * failure *ret is NULL and @msg says why. */
+int cache_init(struct cache **ret, const char *cache_dir,
+	       const char *sandbox_id, int64_t max_size, struct node_table *nt,
+	       struct holder *h, char *msg, size_t msg_size);
+/* Frees the cache; dirty data and its records stay on disk. */
+void cache_release(struct cache *c);
+/* CACHE_DIR/<sandbox id>, for messages. */
+const char *cache_dir(const struct cache *c);
+
+/* n->cf, made if missing. Caller holds the node lock. NULL on ENOMEM. */
+struct cfile *cache_attach(struct cache *c, struct node *n);
+/* Called when a node is freed (node lock held): a node_table on_free. */
+void cache_detach(struct node *n, void *cache);
+
+void cache_ref(struct cache *c, struct cfile *cf);
+void cache_unref(struct cache *c, struct cfile *cf);
+
+/* ---- state, each asked under the cache lock ---- */
+
+/* Changes the sandbox does not have yet. */
+bool cache_is_dirty(struct cache *c, struct cfile *cf);
+/* Made here and never uploaded: the sandbox has no such file. */
+bool cache_only_local(struct cache *c, struct cfile *cf);
+/* Open handles. */
+bool cache_is_open(struct cache *c, struct cfile *cf);
+/* Dirty with no handle open for writing: its upload may be scheduled. */
+bool cache_upload_due(struct cache *c, struct cfile *cf);
+/* Whether a file at or below node @d waits for its upload (takes the
+ * node lock, then the cache lock). */
+bool cache_dirty_below(struct cache *c, const struct node *d);
+
+/* What a file with local changes shows (they win over the sandbox's). */
+struct cache_attr {
+	int64_t size;
+	mode_t mode;
+	struct timespec mtime;
+	struct timespec atime;
+};
+void cache_local_attr(struct cache *c, struct cfile *cf,
+		      struct cache_attr *ret);
+
+/* The dirty files' sandbox paths, the first @max of them (struct
+ * pending is holder.h's: the lock file and `.osb/info` name them).
+ * 0 or -ENOMEM. */
+int cache_pending(struct cache *c, size_t max, struct pending *ret);
+
+/* ---- content ---- */
+
+/* The sandbox has @a for a clean file: content cached for another
+ * version is dropped, unless a handle has it open. */
+void cache_check_version(struct cache *c, struct cfile *cf,
+			 const struct fattr *a);
+
+/* What cache_prepare() tells an open. */
+struct cache_prep {
+	bool keep;       /* cached content is still good (the kernel may
+			    keep its pages) */
+	bool reopened;   /* handles open on an older version now fail */
+	bool direct;     /* handles of an older version are open: bypass
+			    the kernel's page cache */
+	uint64_t version;/* the content version a new handle reads */
+};
+/*
+ * cache_prepare() - node @n's cfile (made if missing), ready for use:
+ * unless it has local changes (or is an orphan), its validator, size and
+ * mode become the sandbox's (@a) and content of another version is
+ * dropped. Takes the node lock, then the cache lock. NULL on ENOMEM.
+ */
+struct cfile *cache_prepare(struct cache *c, struct node *n,
+			    const struct fattr *a, struct cache_prep *ret);
+/*
+ * cache_created() - node @n is created (open with O_CREAT): @existed is
+ * what the sandbox has there, or NULL if nothing; @mode the mode asked
+ * for a new file. Sets the local attributes and validator; returns the
+ * cfile (NULL on ENOMEM). Caller holds the node lock.
+ */
+struct cfile *cache_created(struct cache *c, struct node *n,
+			    const struct fattr *existed, mode_t mode);
+
+/* An open handle: opens the cache file. 0 or -errno. */
+int cache_open(struct cache *c, struct cfile *cf, bool writer);
+void cache_close(struct cache *c, struct cfile *cf, bool writer);
+
+/* Cuts the whole-or-local file to @size (the bytes below @size must be
+ * local already: cache_whole()) and sets its mtime to now (@touch).
+ * *ret_version: the content version after. 0 or -errno. */
+int cache_truncate(struct cache *c, struct cfile *cf, int64_t size,
+		   bool touch, uint64_t *ret_version);
+
+/* Fetches @len bytes at @off of the sandbox's file of @size bytes (its
+ * validator's, or OSB_SIZE_FIRST when not known), passing them to @sink.
+ * 0, -errno; -ESTALE or -ENOENT when the sandbox has another version. */
+typedef int (*cache_fetch_fn)(void *arg, int64_t off, int64_t len,
+			      int64_t size, osb_sink_fn sink, void *sink_arg);
+/* cache_fill() returns this when the file changed in the sandbox: the
+ * caller settles it with cache_went_stale(*ret_version). */
+#define CACHE_CHANGED 1
+/*
+ * cache_fill() - downloads whatever of [off, off+len) the cache file
+ * lacks, with @fetch, one download into @cf at a time. Nothing to do for
+ * a complete or dirty file. 0, -errno, -ESTALE (another reader saw the
+ * change first), or CACHE_CHANGED.
+ */
+int cache_fill(struct cache *c, struct cfile *cf, int64_t off, int64_t len,
+	       cache_fetch_fn fetch, void *arg, uint64_t *ret_version);
+/*
+ * cache_went_stale() - the sandbox's file is no longer the version
+ * @version the handles read: unless local changes hold the file
+ * (*ret_local; they win), its content and validator go and its version
+ * moves on. True if this call did it (the first to see the change): the
+ * caller drops the node's attributes and the kernel's pages.
+ */
+bool cache_went_stale(struct cache *c, struct cfile *cf, uint64_t version,
+		      bool *ret_local);
+/* Whether every byte is local (complete or dirty); an empty file
+ * becomes complete. *ret_size, *ret_version as they are now. */
+bool cache_whole(struct cache *c, struct cfile *cf, int64_t *ret_size,
+		 uint64_t *ret_version);
+/* Whether @cf is dirty, or still content version @version of the
+ * sandbox's file of @size and @mtime. */
+bool cache_is_version(struct cache *c, struct cfile *cf, uint64_t version,
+		      int64_t size, const struct timespec *mtime);
+
+/* A handle's read-ahead: the offset a sequential read goes on from, and
+ * the window, which doubles while the reads are sequential. */
+struct cache_window {
+	int64_t next_off;
+	int64_t window;
+};
+#define CACHE_WINDOW_MIN (1ll << 20)
+#define CACHE_WINDOW_MAX (16ll << 20)
+/*
+ * cache_read_begin() - a read of @size bytes at @off by a handle of
+ * content @version: -ESTALE if the content moved on. *ret_len: the bytes
+ * to read (0 at or past the end); *ret_want: 0 if they are all here,
+ * else how much to fetch from @off (the window).
+ */
+int cache_read_begin(struct cache *c, struct cfile *cf, uint64_t version,
+		     struct cache_window *w, int64_t off, size_t size,
+		     int64_t *ret_len, int64_t *ret_want);
+/* Reads @len bytes at @off for a handle of @version: the count, or
+ * -errno (-ESTALE if the content moved on meanwhile). */
+ssize_t cache_pread(struct cache *c, struct cfile *cf, uint64_t version,
+		    void *buf, size_t len, int64_t off);
+/*
+ * cache_write() - writes through an open handle (@append: at the end).
+ * Makes room on a full disk. The count, or -errno. *ret_record: the file
+ * has no journal record under its current path yet; the caller marks it
+ * with cache_dirty().
+ */
+ssize_t cache_write(struct cache *c, struct cfile *cf, const void *buf,
+		    size_t size, int64_t off, bool append, bool *ret_record);
+
+/* Local changes of mode and times (the caller then calls
+ * cache_dirty_meta()). */
+void cache_set_mode(struct cache *c, struct cfile *cf, mode_t mode);
+void cache_set_times(struct cache *c, struct cfile *cf,
+		     const struct timespec *mtime,
+		     const struct timespec *atime);
+/* The sandbox file's mtime was set to @mtime by us: the validator
+ * follows, so the content cached stays good. */
+void cache_times_done(struct cache *c, struct cfile *cf,
+		      const struct timespec *mtime);
+
+/*
+ * cache_moved_over() - a file @scf never uploaded moves over a name
+ * whose file is @dcf (may be NULL) and whose attributes the sandbox had
+ * as @da: its upload replaces that version, so it inherits the
+ * validator (the conflict check compares against it).
+ */
+void cache_moved_over(struct cache *c, struct cfile *scf, struct cfile *dcf,
+		      const struct fattr *da);
+
+/* ---- the journal ---- */
+
+/*
+ * cache_dirty() - a change was made at sandbox path @path: bumps the
+ * change count, marks dirty and writes the dirty record if it was clean
+ * (or if the path changed).
+ */
+int cache_dirty(struct cache *c, struct cfile *cf, const char *path);
+/* The same for a change of mode or times, which the record carries:
+ * the record is always rewritten. */
+int cache_dirty_meta(struct cache *c, struct cfile *cf, const char *path);
+/* Rewrites the record of a dirty cfile under its new path (a rename).
+ * On a full disk, clean cached data makes room first. */
+int cache_record_update(struct cache *c, struct cfile *cf, const char *path);
+/* After a directory moved: the records of the dirty files at or below
+ * node @moved name their new paths. */
+void cache_records_follow(struct cache *c, struct node *moved);
+/* Forgets the changes (the file was deleted or replaced). */
+void cache_forget(struct cache *c, struct cfile *cf);
+
+/* ---- room ---- */
+
+/* Drops clean content nobody has open, least recently used first, until
+ * the total fits max_size and at least @need bytes were freed (a full
+ * disk asks for everything: INT64_MAX). Unsaved data is never dropped.
+ * Returns the bytes freed. Takes the node lock then the cache lock. */
+int64_t cache_evict(struct cache *c, int64_t need);
+/* After a write to the cache dir failed with @err (an errno, of either
+ * sign): on a full disk, clean cached data makes room. True when some
+ * was freed, so the write is worth trying once more. */
+bool cache_room_made(struct cache *c, int err);
+
+#endif /* OSBFS_CACHE_H */

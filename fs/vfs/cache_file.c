@@ -1,0 +1,469 @@
+/*
+ * cache_file.c - one file's content as the FUSE ops use it (cache.h):
+ * which sandbox version it holds, filling its gaps, reads and writes
+ * through open handles, truncation, and the mode and times it shows
+ * while it has local changes.
+ *
+ * A reader never gets bytes of two sandbox versions of a file: the bytes
+ * cached for a clean file are all of the version its validator names,
+ * and cf->version moves on whenever the content gives way to another
+ * version; a handle reads only the version it was opened on.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache_i.h"
+#include "log.h"
+#include "node.h"
+
+bool cache_is_dirty(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	bool dirty = cf->dirty;
+	pthread_mutex_unlock(&c->lock);
+	return dirty;
+}
+
+bool cache_only_local(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	bool only = cf->dirty && cf->m.base == BASE_ABSENT;
+	pthread_mutex_unlock(&c->lock);
+	return only;
+}
+
+bool cache_is_open(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	bool open = cf->opens > 0;
+	pthread_mutex_unlock(&c->lock);
+	return open;
+}
+
+bool cache_upload_due(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	bool due = cf->dirty && cf->writers == 0;
+	pthread_mutex_unlock(&c->lock);
+	return due;
+}
+
+void cache_local_attr(struct cache *c, struct cfile *cf,
+		      struct cache_attr *ret)
+{
+	pthread_mutex_lock(&c->lock);
+	ret->size = cf->size;
+	ret->mode = cf->m.mode;
+	ret->mtime = cf->m.mtime;
+	ret->atime = cf->m.times_set ? cf->m.atime : cf->m.mtime;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_check_version(struct cache *c, struct cfile *cf,
+			 const struct fattr *a)
+{
+	pthread_mutex_lock(&c->lock);
+	if (cf->m.base == BASE_KNOWN &&
+	    !fmeta_base_is(&cf->m, a->size, &a->mtime) && !cf->opens)
+		cache_drop_content(c, cf);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * The kernel keeps one page cache per inode, for every handle: while
+ * handles of an older version are open, pages of the new one must not go
+ * there, or those handles would read them; so a new handle then bypasses
+ * it (direct). A new open with keep_cache off has the kernel drop the
+ * inode's pages, and the first open once they are all closed too.
+ */
+struct cfile *cache_prepare(struct cache *c, struct node *n,
+			    const struct fattr *a, struct cache_prep *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	pthread_mutex_lock(&c->nt->lock);
+	struct cfile *cf = cache_attach(c, n);
+	if (!cf) {
+		pthread_mutex_unlock(&c->nt->lock);
+		return NULL;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (!n->unlinked && !cf->dirty) {
+		bool same = fmeta_base_is(&cf->m, a->size, &a->mtime);
+		if (!same && (cf->cached_bytes || cf->complete))
+			cache_drop_content(c, cf);
+		if (!same) {
+			/* handles open on the old version fail */
+			ret->reopened = cf->opens && cf->m.base == BASE_KNOWN;
+			cf->version++;
+		}
+		ret->keep = same && (cf->cached_bytes || cf->complete);
+		cache_set_base(cf, a->size, &a->mtime);
+		cf->size = a->size;
+		cf->m.mode = a->mode;
+		cf->m.mtime = a->mtime;
+		memcpy(cf->m.owner, a->owner, sizeof(cf->m.owner));
+		memcpy(cf->m.group, a->group, sizeof(cf->m.group));
+	} else {
+		ret->keep = true;
+	}
+	if (!cf->opens) {
+		if (cf->open_version != cf->version)
+			ret->keep = false; /* old pages may linger */
+		cf->open_version = cf->version;
+	}
+	ret->version = cf->version;
+	ret->direct = cf->open_version != cf->version;
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->nt->lock);
+	return cf;
+}
+
+static void base_from(struct fmeta *m, const struct fattr *a)
+{
+	m->base = BASE_KNOWN;
+	m->base_size = a->size;
+	m->base_mtime = a->mtime;
+	memcpy(m->owner, a->owner, sizeof(m->owner));
+	memcpy(m->group, a->group, sizeof(m->group));
+}
+
+struct cfile *cache_created(struct cache *c, struct node *n,
+			    const struct fattr *existed, mode_t mode)
+{
+	struct cfile *cf = cache_attach(c, n);
+	if (!cf)
+		return NULL;
+	pthread_mutex_lock(&c->lock);
+	if (!cf->dirty) {
+		if (existed) {
+			cache_set_base(cf, existed->size, &existed->mtime);
+			base_from(&cf->m, existed);
+		} else {
+			cf->m.base = BASE_ABSENT;
+		}
+	}
+	cf->m.mode = existed ? existed->mode : (mode & 07777);
+	if (!existed && (cf->m.mode & 07000))
+		cf->m.chmod_needed = true;
+	clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
+	cf->m.atime = cf->m.mtime;
+	pthread_mutex_unlock(&c->lock);
+	return cf;
+}
+
+int cache_truncate(struct cache *c, struct cfile *cf, int64_t size,
+		   bool touch, uint64_t *ret_version)
+{
+	int fd = cache_fd(c, cf);
+	if (fd < 0)
+		return fd;
+	int rc = ftruncate(fd, size) < 0 ? -errno : 0;
+	close(fd);
+	pthread_mutex_lock(&c->lock);
+	if (!rc) {
+		cf->size = size;
+		cf->complete = true;
+		cf->next = 0;
+		cache_account(c, cf);
+		if (touch)
+			clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
+	}
+	if (ret_version)
+		*ret_version = cf->version;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* ---- filling the gaps ---- */
+
+struct fill_sink {
+	struct cache *c;
+	int fd;
+	int64_t pos;
+	int64_t got;
+	bool made_room;
+};
+
+static int fill_write(void *arg, const void *data, size_t len)
+{
+	struct fill_sink *s = arg;
+	const char *p = data;
+	while (len) {
+		ssize_t n = pwrite(s->fd, p, len, s->pos);
+		if (n < 0) {
+			int e = errno;
+			if (e == EINTR)
+				continue;
+			/* a full disk: clean cached data makes room, once */
+			if (!s->made_room) {
+				s->made_room = true;
+				if (cache_room_made(s->c, e))
+					continue;
+			}
+			return -e;
+		}
+		p += n;
+		len -= (size_t)n;
+		s->pos += n;
+		s->got += n;
+	}
+	return 0;
+}
+
+/* The first gap in [off, off + len) as [*gs, *ge) (c->lock held);
+ * false when there is none, or nothing to fill. */
+static bool first_gap(const struct cfile *cf, int64_t off, int64_t len,
+		      int64_t *ret_gs, int64_t *ret_ge)
+{
+	int64_t end = off + len, gs = off, ge = end;
+	if (end > cf->size)
+		end = ge = cf->size;
+	for (size_t i = 0; i < cf->next; i++) {
+		if (cf->ext[i].end <= gs)
+			continue;
+		if (cf->ext[i].start <= gs) {
+			gs = cf->ext[i].end;
+			continue;
+		}
+		ge = cf->ext[i].start < end ? cf->ext[i].start : end;
+		break;
+	}
+	if (ge > end)
+		ge = end;
+	*ret_gs = gs;
+	*ret_ge = ge;
+	return gs < ge;
+}
+
+int cache_fill(struct cache *c, struct cfile *cf, int64_t off, int64_t len,
+	       cache_fetch_fn fetch, void *arg, uint64_t *ret_version)
+{
+	int rc = 0;
+	int fd = cache_fd(c, cf);
+	if (fd < 0)
+		return -EIO;
+	pthread_mutex_lock(&cf->fetch_lock);
+	pthread_mutex_lock(&c->lock);
+	/* every range must be of the version the cached bytes are of */
+	uint64_t version = cf->version;
+	int64_t size = cf->m.base == BASE_KNOWN ? cf->m.base_size :
+						  OSB_SIZE_FIRST;
+	pthread_mutex_unlock(&c->lock);
+	*ret_version = version;
+	for (;;) {
+		int64_t gs, ge;
+		pthread_mutex_lock(&c->lock);
+		if (cf->complete || cf->dirty) {
+			pthread_mutex_unlock(&c->lock);
+			break;
+		}
+		if (cf->version != version) {
+			pthread_mutex_unlock(&c->lock);
+			rc = -ESTALE; /* seen and handled by another read */
+			break;
+		}
+		bool gap = first_gap(cf, off, len, &gs, &ge);
+		pthread_mutex_unlock(&c->lock);
+		if (!gap)
+			break;
+
+		struct fill_sink s = { .c = c, .fd = fd, .pos = gs };
+		rc = fetch(arg, gs, ge - gs, size, fill_write, &s);
+		/* gone, another size, or shorter than its size said */
+		bool changed = rc == -ESTALE || rc == -ENOENT ||
+			       (!rc && s.got < ge - gs);
+		pthread_mutex_lock(&c->lock);
+		if (s.got && !changed && cf->version == version)
+			cache_add_range(c, cf, gs, gs + s.got);
+		pthread_mutex_unlock(&c->lock);
+		if (changed)
+			rc = CACHE_CHANGED;
+		if (rc)
+			break;
+	}
+	pthread_mutex_unlock(&cf->fetch_lock);
+	close(fd);
+	return rc;
+}
+
+bool cache_went_stale(struct cache *c, struct cfile *cf, uint64_t version,
+		      bool *ret_local)
+{
+	pthread_mutex_lock(&c->lock);
+	bool local = cf->dirty;
+	bool first = !local && cf->version == version;
+	if (first) {
+		cache_drop_content(c, cf);
+		cf->m.base = BASE_UNKNOWN;
+		cf->version++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	*ret_local = local;
+	return first;
+}
+
+bool cache_whole(struct cache *c, struct cfile *cf, int64_t *ret_size,
+		 uint64_t *ret_version)
+{
+	pthread_mutex_lock(&c->lock);
+	bool whole = cf->complete || cf->dirty;
+	if (ret_size) {
+		/* asked before a fill: an empty file is whole as it is */
+		if (!whole && cf->size == 0) {
+			cf->complete = true;
+			whole = true;
+		}
+		*ret_size = cf->size;
+	}
+	if (ret_version)
+		*ret_version = cf->version;
+	pthread_mutex_unlock(&c->lock);
+	return whole;
+}
+
+bool cache_is_version(struct cache *c, struct cfile *cf, uint64_t version,
+		      int64_t size, const struct timespec *mtime)
+{
+	pthread_mutex_lock(&c->lock);
+	bool same = cf->dirty || (cf->version == version &&
+				  fmeta_base_is(&cf->m, size, mtime));
+	pthread_mutex_unlock(&c->lock);
+	return same;
+}
+
+/* ---- reads and writes through handles ---- */
+
+int cache_read_begin(struct cache *c, struct cfile *cf, uint64_t version,
+		     struct cache_window *w, int64_t off, size_t size,
+		     int64_t *ret_len, int64_t *ret_want)
+{
+	pthread_mutex_lock(&c->lock);
+	bool stale = version != cf->version;
+	int64_t fsize = cf->size;
+	int64_t len = off >= fsize ? 0 : (int64_t)size;
+	if (off + len > fsize)
+		len = fsize - off;
+	bool have = len <= 0 || cache_has(cf, off, len);
+	int64_t want = 0;
+	if (!have) {
+		/* a window that grows while the reads are sequential */
+		if (off == w->next_off)
+			w->window = w->window * 2 > CACHE_WINDOW_MAX ?
+					    CACHE_WINDOW_MAX :
+					    w->window * 2;
+		else
+			w->window = CACHE_WINDOW_MIN;
+		want = len > w->window ? len : w->window;
+	}
+	if (len > 0)
+		w->next_off = off + len;
+	pthread_mutex_unlock(&c->lock);
+	if (stale)
+		return -ESTALE;
+	*ret_len = len > 0 ? len : 0;
+	*ret_want = want;
+	return 0;
+}
+
+ssize_t cache_pread(struct cache *c, struct cfile *cf, uint64_t version,
+		    void *buf, size_t len, int64_t off)
+{
+	/* cf->fd stays while a handle is open: the caller's */
+	ssize_t n = pread(cf->fd, buf, len, off);
+	int e = n < 0 ? errno : 0;
+	/* the content may have given way to another version meanwhile */
+	pthread_mutex_lock(&c->lock);
+	if (version != cf->version)
+		e = ESTALE;
+	pthread_mutex_unlock(&c->lock);
+	return e ? -e : n;
+}
+
+ssize_t cache_write(struct cache *c, struct cfile *cf, const void *buf,
+		    size_t size, int64_t off, bool append, bool *ret_record)
+{
+	if (append) {
+		pthread_mutex_lock(&c->lock);
+		off = cf->size;
+		pthread_mutex_unlock(&c->lock);
+	}
+	ssize_t n = pwrite(cf->fd, buf, size, off);
+	int e = n < 0 ? errno : 0;
+	if (n < 0 && cache_room_made(c, e)) {
+		n = pwrite(cf->fd, buf, size, off);
+		e = n < 0 ? errno : 0;
+	}
+	if (n < 0) {
+		log_error("write to the local cache %s failed: %s", c->dir,
+			  strerror(e));
+		return -e;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (off + n > cf->size)
+		cf->size = off + n;
+	cache_account(c, cf);
+	clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
+	cf->m.times_set = false;
+	/* dirty with its record in place: counting the change is all */
+	bool quick = cf->dirty && cf->record_path;
+	if (quick)
+		cf->wgen++;
+	pthread_mutex_unlock(&c->lock);
+	*ret_record = !quick;
+	return n;
+}
+
+/* ---- mode, times, moves ---- */
+
+void cache_set_mode(struct cache *c, struct cfile *cf, mode_t mode)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->m.mode = mode;
+	if (mode & 07000 || !(mode & 0777))
+		cf->m.chmod_needed = true;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_set_times(struct cache *c, struct cfile *cf,
+		     const struct timespec *mtime,
+		     const struct timespec *atime)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->m.mtime = *mtime;
+	cf->m.atime = *atime;
+	cf->m.times_set = true;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_times_done(struct cache *c, struct cfile *cf,
+		      const struct timespec *mtime)
+{
+	pthread_mutex_lock(&c->lock);
+	if (cf->m.base == BASE_KNOWN)
+		cf->m.base_mtime = *mtime;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_moved_over(struct cache *c, struct cfile *scf, struct cfile *dcf,
+		      const struct fattr *da)
+{
+	pthread_mutex_lock(&c->lock);
+	/* dst's own cache entry knows the version its upload replaces best
+	 * (an upload of dst that finished meanwhile has just updated it);
+	 * its cached attributes are only the fallback */
+	if (dcf && dcf->m.base != BASE_UNKNOWN) {
+		scf->m.base = dcf->m.base;
+		scf->m.base_size = dcf->m.base_size;
+		scf->m.base_mtime = dcf->m.base_mtime;
+		memcpy(scf->m.owner, dcf->m.owner, sizeof(scf->m.owner));
+		memcpy(scf->m.group, dcf->m.group, sizeof(scf->m.group));
+	} else if (dcf && dcf->dirty) {
+		scf->m.base = BASE_UNKNOWN;
+	} else {
+		base_from(&scf->m, da);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
