@@ -3,7 +3,7 @@
  *
  * execd reports "not found" as 404 and nearly everything else as
  * 500 RUNTIME_ERROR carrying Go's error text, so the text decides
- * (WIRE.md §2, §7). The table is ordered: the first row that matches wins.
+ * (docs/SERVER.md §7). The table is ordered: the first row that matches wins.
  * A unit test (test_errors.c) checks every row.
  */
 #include <curl/curl.h>

@@ -152,7 +152,7 @@ int osb_sandbox_list(struct osb_client *c, const struct osb_list_params *p,
 	for (size_t i = 0; !rc && p && p->states && p->states[i]; i++)
 		rc = query_add(&q, "state", p->states[i]);
 	/* metadata is one parameter holding a form-encoded string, so it is
-	 * encoded twice (WIRE.md §5) */
+	 * encoded twice (docs/SERVER.md §2.5) */
 	for (size_t i = 0; !rc && p && p->metadata && i < p->metadata->n; i++) {
 		if (md.len)
 			rc = buf_append(&md, "&", 1);

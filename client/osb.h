@@ -38,21 +38,22 @@
  *   The cost is a connection set-up per such call; idempotent calls keep
  *   reusing connections.
  *
- * Wire quirks handled here, once (see WIRE.md §7 of the OpenSandbox notes)
+ * Wire quirks handled here, once (docs/SERVER.md describes each)
  *   - A ranged download at or past the end of a file (or of an empty file)
- *     answers 416: reported as end of file, 0 bytes.
+ *     answers 416: reported as end of file, 0 bytes (§5.5).
  *   - Errors other than "not found" arrive as 500 RUNTIME_ERROR with Go's
  *     error text: mapped to ENOTDIR, EISDIR, EEXIST, EACCES, EXDEV, ENOSPC,
- *     EROFS, ENOTEMPTY, ENAMETOOLONG... by the text (errors.c, one table).
+ *     EROFS, ENOTEMPTY, ENAMETOOLONG... by the text (errors.c, one table;
+ *     §7).
  *   - execd expands $NAME in every file path, with no escape: the file calls
  *     refuse a path holding '$' with -EINVAL; osb_path_is_safe() tells the
- *     caller beforehand, so it can take another route (a command).
+ *     caller beforehand, so it can take another route (a command) (§4).
  *   - Command output streams are raw "JSON\n\n" events, not SSE: parsed
  *     here, with the "error instead of execution_complete" rule turned into
- *     an exit code.
- *   - Background command log cursors are byte offsets.
+ *     an exit code (§8.2, §8.5).
+ *   - Background command log cursors are byte offsets (§8.9).
  *   - FileInfo's mode is octal digits read as a decimal number (644): turned
- *     into real mode bits both ways.
+ *     into real mode bits both ways (§5.1).
  */
 #ifndef OSB_H
 #define OSB_H

@@ -2,12 +2,12 @@
  * stream.c - the event streams of /command, /session/{id}/run and /code.
  *
  * execd writes each event as one JSON object followed by "\n\n", with no
- * "data:" prefix (WIRE.md §3). Like the official SDKs, this parser also
- * accepts SSE framing: it splits on '\n', skips blank lines and SSE field
- * lines, strips a "data:" prefix. The terminal event is execution_complete
- * (exit 0) or error (exit code in evalue, "-1" for a signal); the parser
- * stops the transfer right there instead of waiting out execd's one-second
- * grace before the body ends.
+ * "data:" prefix (docs/SERVER.md §8.2). Like the official SDKs, this
+ * parser also accepts SSE framing: it splits on '\n', skips blank lines
+ * and SSE field lines, strips a "data:" prefix. The terminal event is
+ * execution_complete (exit 0) or error (exit code in evalue, "-1" for a
+ * signal); the parser stops the transfer right there instead of waiting
+ * out execd's one-second grace before the body ends (§8.5).
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
  * test_errors.c - the HTTP/curl -> errno table (errors.c), row by row,
- * with the texts execd really sends (WIRE.md §2, §7).
+ * with the texts execd really sends (docs/SERVER.md §5, §7).
  */
 #include <curl/curl.h>
 #include <errno.h>

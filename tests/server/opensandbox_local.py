@@ -5,9 +5,10 @@ Serves the lifecycle API (under /v1 and at /), one execd listener per
 sandbox (the "execd host port", as Docker bridge networking gives), the
 egress sidecar's policy API behind execd's /proxy/18080/, a server proxy,
 and /_admin/ for fault injection and statistics.  Behaviour follows
-shared/opensandbox/WIRE.md.  Standard library only; commands run under
-bubblewrap (/usr/bin/bwrap).  Prints "ready http://HOST:PORT" once it
-accepts connections.  See tests/server/osblocal/ for the modules.
+docs/SERVER.md (its §13 lists where it differs).  Standard library only;
+commands run under bubblewrap (/usr/bin/bwrap).  Prints "ready
+http://HOST:PORT" once it accepts connections.  See tests/server/osblocal/
+for the modules.
 
 /_admin (no API key): POST /_admin/faults sets a fault rule, DELETE clears
 it (osblocal/faults.py); GET /_admin/stats and POST /_admin/stats/reset count

@@ -1,4 +1,4 @@
-"""execd's code-interpreter API (WIRE.md section 4): /code/context, /code,
+"""execd's code-interpreter API (docs/SERVER.md §10): /code/context, /code,
 /code/contexts, DELETE /code?id= (interrupt).
 
 Real execd drives Jupyter kernels; here each context is one persistent

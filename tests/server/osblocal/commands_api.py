@@ -1,4 +1,4 @@
-"""execd's /command and /session APIs (WIRE.md sections 3 and 4).
+"""execd's /command and /session APIs (docs/SERVER.md §8, §9).
 
 Command records live in memory, per sandbox, for the life of the server
 process, like execd's map (never pruned); a server restart forgets them, as

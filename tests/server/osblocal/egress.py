@@ -1,4 +1,4 @@
-"""The egress sidecar's policy API (WIRE.md section 6), one per sandbox
+"""The egress sidecar's policy API (docs/SERVER.md §11), one per sandbox
 created with networkPolicy, reached through execd's /proxy/18080/.
 
 The policy is STORED AND REPORTED ONLY, NOT ENFORCED: commands in the

@@ -1,4 +1,4 @@
-"""execd's streaming framing (WIRE.md section 3): one JSON object followed
+"""execd's streaming framing (docs/SERVER.md §8.2): one JSON object followed
 by "\\n\\n" per event, no "data:" prefix, chunked, flushed per event; a ping
 right after init and every 3 s; a 1 s grace before the body ends."""
 

@@ -1,4 +1,4 @@
-"""execd's filesystem API (WIRE.md section 2): /files/*, /directories.
+"""execd's filesystem API (docs/SERVER.md §5): /files/*, /directories.
 
 Messages follow execd's controller code (handleFileError: ENOENT -> 404
 FILE_NOT_FOUND "file not found. <err>", anything else -> 500 RUNTIME_ERROR
@@ -139,7 +139,7 @@ class FilesAPI:
         return e
 
     def chmod_file(self, spath, perm):
-        """execd's ChmodFile as WIRE.md describes it.  Returns None or an
+        """execd's ChmodFile (docs/SERVER.md §5.9).  Returns None or an
         error text."""
         try:
             a = self.abs(spath)

@@ -3,7 +3,8 @@ the /v1 API (also mounted at /), the server proxy, /health, and /_admin.
 
 Errors are {"code","message"}; request validation failures are FastAPI's
 422 {"detail":[...]}; unknown routes {"detail":"Not Found"}.  The API key
-(OPEN-SANDBOX-API-KEY) is checked first, with the exemptions of WIRE.md 1.
+(OPEN-SANDBOX-API-KEY) is checked first, with the exemptions of
+docs/SERVER.md §2.1.
 Every response carries X-Request-ID.
 """
 

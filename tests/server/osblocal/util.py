@@ -1,6 +1,6 @@
 """Small shared helpers: clocks and timestamp formats, ids, Go-style error text.
 
-Two timestamp formats are on the wire (WIRE.md section 0): execd speaks Go's
+Two timestamp formats are on the wire (docs/SERVER.md §1): execd speaks Go's
 time.Time JSON (RFC 3339 with nanoseconds, trailing zeros trimmed, "Z" in a
 UTC container); the lifecycle server speaks pydantic v2 ISO-8601
 (microseconds, trailing zeros kept, omitted when zero, "Z").
