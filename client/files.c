@@ -128,14 +128,15 @@ static int stat_stream_sink(void *arg, const void *data, size_t len)
  * kept, however large. An answer broken mid-body is asked for again.
  */
 static int stat_list_call(struct osb_sandbox *sb, const char *api_path,
-			  const char *query, const char *what,
+			  const char *query, const char *what, size_t max,
 			  struct osb_stat **ret_entries, size_t *ret_n,
-			  struct osb_error *err)
+			  bool *ret_cut, struct osb_error *err)
 {
 	struct json_stat_stream st;
 	int rc;
 
 	json_stat_stream_init(&st);
+	st.max = max;
 	for (int again = 0;; again++) {
 		struct http_response rs = { 0 };
 		struct http_request rq = {
@@ -148,6 +149,11 @@ static int stat_list_call(struct osb_sandbox *sb, const char *api_path,
 			.retry = HTTP_RETRY_IDEMPOTENT,
 		};
 		rc = execd_call(sb, &rq, &rs, err);
+		if (rc && st.cut) {
+			/* stopped at max on purpose: what came is the answer */
+			osb_error_clear(err);
+			rc = 0;
+		}
 		bool broken = rc && rs.delivered && rs.retryable;
 		bool refused = rc && rs.sink_stopped; /* by the parser */
 		int status = rs.status;
@@ -168,6 +174,8 @@ static int stat_list_call(struct osb_sandbox *sb, const char *api_path,
 				      "answer too large" : "unexpected answer");
 		break;
 	}
+	if (ret_cut)
+		*ret_cut = !rc && st.cut;
 	json_stat_stream_release(&st);
 	return rc;
 }
@@ -175,6 +183,13 @@ static int stat_list_call(struct osb_sandbox *sb, const char *api_path,
 int osb_dir_list(struct osb_sandbox *sb, const char *path, int depth,
 		 struct osb_stat **ret_entries, size_t *ret_n,
 		 struct osb_error *err)
+{
+	return osb_dir_walk(sb, path, depth, 0, ret_entries, ret_n, NULL, err);
+}
+
+int osb_dir_walk(struct osb_sandbox *sb, const char *path, int depth,
+		 size_t max, struct osb_stat **ret_entries, size_t *ret_n,
+		 bool *ret_cut, struct osb_error *err)
 {
 	struct buf q = { 0 };
 	char d[16];
@@ -186,8 +201,8 @@ int osb_dir_list(struct osb_sandbox *sb, const char *path, int depth,
 	if (!rc)
 		rc = query_add(&q, "depth", d);
 	if (!rc)
-		rc = stat_list_call(sb, "/directories/list", q.data, path,
-				    ret_entries, ret_n, err);
+		rc = stat_list_call(sb, "/directories/list", q.data, path, max,
+				    ret_entries, ret_n, ret_cut, err);
 	buf_release(&q);
 	return rc;
 }
@@ -678,8 +693,8 @@ int osb_file_search(struct osb_sandbox *sb, const char *dir,
 	if (!rc && pattern)
 		rc = query_add(&q, "pattern", pattern);
 	if (!rc)
-		rc = stat_list_call(sb, "/files/search", q.data, dir,
-				    ret_entries, ret_n, err);
+		rc = stat_list_call(sb, "/files/search", q.data, dir, 0,
+				    ret_entries, ret_n, NULL, err);
 	buf_release(&q);
 	return rc;
 }

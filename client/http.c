@@ -461,8 +461,9 @@ int http_call(struct osb_client *c, const struct http_request *rq,
 		}
 		if (rs->sink_stopped) {
 			/* the caller's sink refused the data (a full disk, a
-			 * closed pipe): the caller still needs the message */
-			if (rs->sink_rc) {
+			 * closed pipe): the caller still needs the message;
+			 * -ECANCELED is a sink that has all it wants */
+			if (rs->sink_rc && rs->sink_rc != -ECANCELED) {
 				char where[1024];
 				describe(rq, where, sizeof(where));
 				osb_error_set(err, rs->status, "", "%s: %s",

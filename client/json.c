@@ -220,9 +220,11 @@ void json_stat_stream_init(struct json_stat_stream *s)
 
 void json_stat_stream_release(struct json_stat_stream *s)
 {
+	size_t max = s->max;
 	buf_release(&s->elem);
 	osb_stat_array_free(s->a, s->n);
 	json_stat_stream_init(s);
+	s->max = max;
 }
 
 static bool json_space(char c)
@@ -313,7 +315,11 @@ int json_stat_stream_feed(struct json_stat_stream *s, const void *data,
 		else if ((s->state == SA_FIRST || s->state == SA_NEXT) &&
 			 c == ']')
 			s->state = SA_DONE;
-		else if (s->state == SA_NEXT && c == ',')
+		else if (s->state == SA_NEXT && c == ',' && s->max &&
+			 s->n >= s->max) {
+			s->cut = true; /* more than max: the rest is not wanted */
+			return -ECANCELED;
+		} else if (s->state == SA_NEXT && c == ',')
 			s->state = SA_ELEM;
 		else
 			return -EPROTO;
@@ -324,7 +330,7 @@ int json_stat_stream_feed(struct json_stat_stream *s, const void *data,
 int json_stat_stream_finish(struct json_stat_stream *s,
 			    struct osb_stat **ret, size_t *ret_n)
 {
-	if (s->state != SA_DONE)
+	if (s->state != SA_DONE && !s->cut)
 		return -EPROTO;
 	/* give back what the doubling left unused (an empty array is not
 	 * NULL: callers tell "no entries" by the count) */

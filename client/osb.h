@@ -361,6 +361,16 @@ int osb_file_stat(struct osb_sandbox *sb, const char *path,
 int osb_dir_list(struct osb_sandbox *sb, const char *path, int depth,
 		 struct osb_stat **ret_entries, size_t *ret_n,
 		 struct osb_error *err);
+/*
+ * osb_dir_walk() - the same, but the answer is cut once @max entries came
+ * (0: never), so that a listing of a whole subtree costs at most that
+ * much; *ret_cut (may be NULL) says whether it was. Entries come depth
+ * first, so when it is cut, every directory the walk had left behind is
+ * complete; the ones on the way to the last entry are not.
+ */
+int osb_dir_walk(struct osb_sandbox *sb, const char *path, int depth,
+		 size_t max, struct osb_stat **ret_entries, size_t *ret_n,
+		 bool *ret_cut, struct osb_error *err);
 
 /* Data sink for downloads: return 0 to go on, a negative errno to stop. */
 typedef int (*osb_sink_fn)(void *arg, const void *data, size_t len);

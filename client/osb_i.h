@@ -202,9 +202,10 @@ int json_stat_map_get(const char *body, size_t len, const char *key,
  * element is cut out of the stream and parsed alone, so that neither the
  * whole body nor a tree of it is ever held. _feed() takes the next bytes
  * (0, -EPROTO, -EFBIG past OSB_JSON_BODY_MAX or an element past
- * OSB_JSON_ELEM_MAX, -ENOMEM); _finish() hands the entries over once the
- * array was closed (-EPROTO if it was not; free them with
- * osb_stat_array_free()); _release() drops what is left.
+ * OSB_JSON_ELEM_MAX, -ENOMEM, -ECANCELED when max is set and an entry
+ * past max begins: the rest is not wanted); _finish() hands the entries over
+ * once the array was closed or cut at max (-EPROTO otherwise; free them
+ * with osb_stat_array_free()); _release() drops what is left.
  */
 struct json_stat_stream {
 	int state;
@@ -214,6 +215,8 @@ struct json_stat_stream {
 	uint64_t total;         /* bytes fed */
 	struct osb_stat *a;
 	size_t n, cap;
+	size_t max;             /* stop after this many entries (0: never) */
+	bool cut;               /* stopped at max */
 };
 void json_stat_stream_init(struct json_stat_stream *s);
 int json_stat_stream_feed(struct json_stat_stream *s, const void *data,

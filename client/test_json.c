@@ -129,11 +129,49 @@ static void test_caps(void)
 	json_stat_stream_release(&s);
 }
 
+/* A walk cut at max entries: the parser stops there and hands them over,
+ * though the array never closed. */
+static void test_cut(void)
+{
+	static const char body[] =
+		"[{\"path\":\"/a\",\"type\":\"directory\"},"
+		"{\"path\":\"/a/b\",\"type\":\"file\"},"
+		"{\"path\":\"/c\",\"type\":\"file\"}]";
+	struct json_stat_stream s;
+	struct osb_stat *a = NULL;
+	size_t n = 0;
+
+	json_stat_stream_init(&s);
+	s.max = 2;
+	int rc = json_stat_stream_feed(&s, body, sizeof(body) - 1);
+	CHECK(rc == -ECANCELED && s.cut, "cut at 2: rc %d", rc);
+	rc = json_stat_stream_finish(&s, &a, &n);
+	CHECK(rc == 0 && n == 2 && strcmp(a[1].path, "/a/b") == 0,
+	      "the two entries before the cut: rc %d, %zu", rc, n);
+	if (!rc)
+		osb_stat_array_free(a, n);
+	json_stat_stream_release(&s);
+
+	/* exactly max, or fewer: not cut */
+	for (size_t max = 3; max <= 4; max++) {
+		json_stat_stream_init(&s);
+		s.max = max;
+		rc = json_stat_stream_feed(&s, body, sizeof(body) - 1);
+		CHECK(rc == 0 && !s.cut, "3 of max %zu: rc %d", max, rc);
+		rc = json_stat_stream_finish(&s, &a, &n);
+		CHECK(rc == 0 && n == 3, "all three: rc %d, %zu", rc, n);
+		if (!rc)
+			osb_stat_array_free(a, n);
+		json_stat_stream_release(&s);
+	}
+}
+
 int main(void)
 {
 	test_pieces();
 	test_answers();
 	test_caps();
+	test_cut();
 	if (failures) {
 		fprintf(stderr, "%d failures\n", failures);
 		return 1;

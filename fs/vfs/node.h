@@ -61,8 +61,15 @@ struct node {
 	long long list_expiry;
 	uint64_t list_gen;      /* bumped when the listing is refetched */
 	uint64_t listed_gen;    /* the parent's list_gen when we were in it */
-	uint64_t change_gen;    /* bumped by every change we make under a dir */
+	uint64_t change_gen;    /* the table's change_seq at our last change
+				   under this dir */
 	bool listing;           /* a listing is being fetched (dir_load) */
+	long long listed_at;    /* monotonic ms when the last listing that
+				   made list_valid was asked for */
+	size_t list_count;      /* children at the last listing, give or
+				   take our own changes since */
+	bool walk_cut;          /* its subtree is too big for one listing
+				   (listing.c) */
 
 	char *link_target;      /* cached readlink */
 
@@ -87,6 +94,7 @@ struct node_table {
 	pthread_mutex_t lock;
 	pthread_cond_t listed;  /* with lock: a node's listing is done */
 	uint64_t next_ino;
+	uint64_t change_seq;    /* counts our changes under directories */
 	struct node **by_ino;
 	size_t ino_buckets;
 	struct node **by_name;

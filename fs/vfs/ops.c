@@ -194,6 +194,52 @@ void reply_negative(fuse_req_t req, struct osbfs *fs)
 	fuse_reply_entry(req, &e);
 }
 
+/* The most entries a directory may have for its listing to be asked
+ * for in place of one child's attributes. */
+#define LIST_FOR_ATTR_MAX 2048
+
+/*
+ * Whether a listing of @p (nodes lock held) is the cheaper way to learn
+ * the attributes of a child of it: one request then answers for every
+ * child, which is what tools that go through a directory they have seen
+ * (git, make, an untar into a directory of ours) need next. Not for a
+ * directory never listed (its size is not known) or a big one, nor when
+ * the options turn attribute or listing caching off.
+ */
+static bool listing_answers(struct osbfs *fs, const struct node *p)
+{
+	return fs->opt->attr_timeout_ms > 0 && fs->opt->dir_timeout_ms > 0 &&
+	       p->list_gen && !p->unlinked &&
+	       p->list_count <= LIST_FOR_ATTR_MAX;
+}
+
+/*
+ * @h's attributes from a listing of its parent @ph asked for at or after
+ * @since: 0 (in *ret), -ENOENT (not in it), or 1 when the listing does
+ * not say (it failed, raced a change, or the node moved).
+ */
+static int attr_from_listing(struct osbfs *fs, struct held *h,
+			     struct held *ph, long long since,
+			     struct fattr *ret)
+{
+	if (dir_refresh(fs, ph, since))
+		return 1;
+	int rc = 1;
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *p = ph->n, *n = h->n;
+	if (n->parent == p && p->list_valid && p->listed_at >= since) {
+		if (node_has_local(fs, n) || node_attr_fresh(n, mono_ms())) {
+			if (ret)
+				*ret = n->attr;
+			rc = 0;
+		} else if (n->listed_gen != p->list_gen) {
+			rc = -ENOENT;
+		}
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return rc;
+}
+
 int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 {
 	long long now = mono_ms();
@@ -223,6 +269,18 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 		/* a fresh listing of the parent does not have it */
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return -ENOENT;
+	}
+	if (p && listing_answers(fs, p)) {
+		struct held ph = { p, node_path(&fs->nodes, p) };
+		if (ph.path) {
+			node_ref(p);
+			pthread_mutex_unlock(&fs->nodes.lock);
+			int rc = attr_from_listing(fs, h, &ph, now, ret);
+			held_put(fs, &ph);
+			if (rc <= 0)
+				return rc;
+			pthread_mutex_lock(&fs->nodes.lock);
+		}
 	}
 	uint64_t gen = h->n->parent ? h->n->parent->change_gen : 0;
 	pthread_mutex_unlock(&fs->nodes.lock);

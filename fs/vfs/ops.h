@@ -70,8 +70,12 @@ void reply_node_entry(fuse_req_t req, struct osbfs *fs, struct node *n);
 /* Replies a negative entry (the name does not exist). */
 void reply_negative(fuse_req_t req, struct osbfs *fs);
 
-/* The directory @h's listing, fetched if stale; children updated. */
+/* The directory @h's listing, fetched if stale, with its subtree when
+ * that is small; children updated (listing.c). */
 int dir_load(struct osbfs *fs, struct held *h);
+/* The same, fetched unless a listing asked for at or after @since
+ * (monotonic ms; < 0: one not yet expired) is there. */
+int dir_refresh(struct osbfs *fs, struct held *h, long long since);
 /* A change made under directory @parent: its listing stays valid with
  * @child in it (or out of it, with @child NULL). Nodes lock held. */
 void dir_changed(struct osbfs *fs, struct node *parent, struct node *child);

@@ -1,7 +1,7 @@
 /*
  * ops_dir.c - FUSE ops on names: listings (readdirplus, filled from one
- * listing call that also answers every child's getattr), mkdir, rmdir,
- * unlink, rename, symlink, readlink, link.
+ * listing call that also answers every child's getattr: listing.c),
+ * mkdir, rmdir, unlink, rename, symlink, readlink, link.
  */
 #include <errno.h>
 #include <stdio.h> /* RENAME_* */
@@ -15,140 +15,6 @@
 #include "ops.h"
 #include "watch.h"
 #include "writeback.h"
-
-static int dir_fetch(struct osbfs *fs, struct held *h, uint64_t gen);
-
-int dir_load(struct osbfs *fs, struct held *h)
-{
-	pthread_mutex_lock(&fs->nodes.lock);
-	struct node *d = h->n;
-	/* one listing of a directory at a time: who comes while it is
-	 * fetched waits for it (parallel ls, find beside an editor), which
-	 * saves the requests and the memory of the copies */
-	for (;;) {
-		long long now = mono_ms();
-		if (d->list_valid && now < d->list_expiry) {
-			pthread_mutex_unlock(&fs->nodes.lock);
-			return 0;
-		}
-		if (!d->listing)
-			break;
-		pthread_cond_wait(&fs->nodes.listed, &fs->nodes.lock);
-	}
-	d->listing = true;
-	uint64_t gen = d->change_gen;
-	pthread_mutex_unlock(&fs->nodes.lock);
-
-	int rc = dir_fetch(fs, h, gen);
-
-	pthread_mutex_lock(&fs->nodes.lock);
-	d->listing = false;
-	pthread_cond_broadcast(&fs->nodes.listed);
-	pthread_mutex_unlock(&fs->nodes.lock);
-	return rc;
-}
-
-/* Fetches @h's listing and updates its children (dir_load). */
-static int dir_fetch(struct osbfs *fs, struct held *h, uint64_t gen)
-{
-	struct rdent *ents = NULL;
-	size_t n = 0;
-	long long now = mono_ms();
-	struct node *d = h->n;
-
-	int rc = remote_list(fs, h->path, &ents, &n);
-	if (rc && watch_away(fs)) {
-		pthread_mutex_lock(&fs->nodes.lock);
-		bool listed_before = d->list_gen != 0;
-		pthread_mutex_unlock(&fs->nodes.lock);
-		/* the server is away: the last listing is the best there is */
-		if (listed_before)
-			return 0;
-	}
-	if (rc) {
-		if (rc == -ENOENT) {
-			pthread_mutex_lock(&fs->nodes.lock);
-			if (d->change_gen == gen && d != fs->nodes.root)
-				node_set_negative(d, now +
-						  fs->opt->negative_timeout_ms);
-			pthread_mutex_unlock(&fs->nodes.lock);
-		}
-		return rc;
-	}
-
-	now = mono_ms();
-	size_t bad = 0;
-	pthread_mutex_lock(&fs->nodes.lock);
-	bool root = d == fs->nodes.root;
-	d->list_gen++;
-	for (size_t i = 0; i < n; i++) {
-		const struct rdent *e = &ents[i];
-		/* a hostile sandbox can list any name: one the kernel
-		 * refuses ("", or "/" in it, fail the whole listing with
-		 * EIO), takes for another (".", "..", one cut at a NUL), or
-		 * that would give a node a path outside its directory, is
-		 * not shown */
-		if (e->name_len != strlen(e->name) || strchr(e->name, '/') ||
-		    name_check(e->name)) {
-			bad++;
-			continue;
-		}
-		if (root && strcmp(e->name, fs->opt->control_dir) == 0)
-			continue; /* the control tree hides a real one */
-		struct node *c = node_child_get(&fs->nodes, d, e->name);
-		if (!c)
-			continue;
-		c->listed_gen = d->list_gen;
-		if (node_has_local(fs, c) || d->change_gen != gen)
-			continue;
-		if (c->link_target &&
-		    (e->attr.type != OSB_SYMLINK ||
-		     e->attr.size != (int64_t)strlen(c->link_target) ||
-		     e->attr.mtime.tv_sec != c->attr.mtime.tv_sec ||
-		     e->attr.mtime.tv_nsec != c->attr.mtime.tv_nsec)) {
-			/* another link now: its target is to be read again */
-			free(c->link_target);
-			c->link_target = NULL;
-		}
-		node_set_attr(c, &e->attr, now + fs->opt->attr_timeout_ms);
-	}
-	for (struct node *c = d->child_first; c; c = c->sib_next) {
-		if (c->listed_gen == d->list_gen)
-			continue;
-		if (node_has_local(fs, c)) {
-			c->listed_gen = d->list_gen; /* not uploaded yet */
-		} else if (d->change_gen == gen) {
-			c->attr_valid = false;
-			c->neg_expiry = now + fs->opt->negative_timeout_ms;
-		}
-	}
-	/* a change of ours raced the listing: use it once, keep it not */
-	d->list_valid = d->change_gen == gen;
-	d->list_expiry = now + fs->opt->dir_timeout_ms;
-	d->neg_expiry = 0;
-	pthread_mutex_unlock(&fs->nodes.lock);
-	rdent_array_free(ents, n);
-	if (bad)
-		log_warn("listing of %s: skipped %zu names no file can have "
-			 "(empty, \".\", \"..\", holding \"/\" or NUL, over "
-			 "255 bytes, or not UTF-8)",
-			 h->path, bad);
-	return 0;
-}
-
-void dir_changed(struct osbfs *fs, struct node *parent, struct node *child)
-{
-	(void)fs;
-	parent->change_gen++;
-	/* a name came or went: the directory changed now, as the sandbox
-	 * will say when asked (make and editors look at its mtime) */
-	clock_gettime(CLOCK_REALTIME, &parent->attr.mtime);
-	parent->attr.ctime = parent->attr.mtime;
-	if (child) {
-		child->listed_gen = parent->list_gen;
-		child->neg_expiry = 0;
-	}
-}
 
 /* ---- listings ---- */
 
@@ -412,7 +278,9 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		node_set_attr(h.n, &a, mono_ms() + fs->opt->attr_timeout_ms);
 		h.n->list_valid = true; /* new and empty */
 		h.n->list_gen++;
-		h.n->list_expiry = mono_ms() + fs->opt->dir_timeout_ms;
+		h.n->listed_at = mono_ms();
+		h.n->list_count = 0;
+		h.n->list_expiry = h.n->listed_at + fs->opt->dir_timeout_ms;
 		if (h.n->parent)
 			dir_changed(fs, h.n->parent, h.n);
 		pthread_mutex_unlock(&fs->nodes.lock);

@@ -472,13 +472,28 @@ static const char *base_name(const char *path)
 	return s ? s + 1 : path;
 }
 
-int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
-		size_t *ret_n)
+/* @path's part below @dir ("a/b"), or NULL if it is not below it. */
+static const char *below(const char *dir, const char *path)
+{
+	size_t n = strcmp(dir, "/") == 0 ? 0 : strlen(dir);
+	if (strncmp(path, dir, n) != 0 || path[n] != '/')
+		return NULL;
+	return path + n + 1;
+}
+
+int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
+		struct rdent **ret, size_t *ret_n, bool *ret_cut,
+		int *ret_depth)
 {
 	struct osb_error err;
 	struct osb_stat *ents;
 	size_t n;
+	bool cut = false;
 	int rc = path_check(dir);
+	if (ret_cut)
+		*ret_cut = false;
+	if (ret_depth)
+		*ret_depth = 1;
 	if (rc)
 		return rc;
 	if (!osb_path_is_safe(dir))
@@ -487,13 +502,15 @@ int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 	if (rc)
 		return rc;
 	do {
-		rc = osb_dir_list(fs->sb, dir, 1, &ents, &n, &err);
+		rc = osb_dir_walk(fs->sb, dir, depth, max, &ents, &n, &cut,
+				  &err);
 	} while (rc && again(fs, rc));
 	/* an entry deleted while execd walked the directory makes the whole
 	 * listing a 500 "no such file or directory": the tree changed under
 	 * the walk, try again; only a 404 says the directory is missing */
 	for (int tries = 0; rc && err.status == 500 && tries < 3; tries++)
-		rc = osb_dir_list(fs->sb, dir, 1, &ents, &n, &err);
+		rc = osb_dir_walk(fs->sb, dir, depth, max, &ents, &n, &cut,
+				  &err);
 	if (rc == -ENOENT && err.status != 404)
 		rc = -EIO;
 	if (rc)
@@ -505,7 +522,11 @@ int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 	}
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		d[k].name = strdup(base_name(ents[i].path));
+		/* one level: the base name, as a listing names it; deeper:
+		 * the path below @dir, and nothing that is not below it */
+		const char *name = depth > 1 ? below(dir, ents[i].path) :
+					       base_name(ents[i].path);
+		d[k].name = name ? strdup(name) : NULL;
 		if (!d[k].name)
 			continue;
 		/* a "\u0000" in the JSON text already ended the string */
@@ -516,7 +537,17 @@ int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 	osb_stat_array_free(ents, n);
 	*ret = d;
 	*ret_n = k;
+	if (ret_cut)
+		*ret_cut = cut;
+	if (ret_depth)
+		*ret_depth = depth;
 	return 0;
+}
+
+int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
+		size_t *ret_n)
+{
+	return remote_walk(fs, dir, 1, 0, ret, ret_n, NULL, NULL);
 }
 
 /* A sink that counts what it passed on, so that a retry goes on from

@@ -31,6 +31,16 @@ void fattr_from_stat(struct fattr *a, const struct osb_stat *st);
 int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret);
 int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 		size_t *ret_n);
+/*
+ * remote_walk() - the entries of @dir down to @depth levels, cut after
+ * @max of them (0: never; *ret_cut says if it was); each rdent's name is
+ * then its path below @dir ("a/b"). A directory the file API cannot be
+ * given is listed one level deep, with commands: *ret_depth is the depth
+ * the answer covers.
+ */
+int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
+		struct rdent **ret, size_t *ret_n, bool *ret_cut,
+		int *ret_depth);
 /* Bytes of a file that is only appended to (a job's output): a part of
  * the download may see it grow, not shrink. */
 int remote_download(struct osbfs *fs, const char *path, int64_t off,

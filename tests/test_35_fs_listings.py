@@ -1,0 +1,124 @@
+"""Listings: one request lists a whole small subtree, a subtree too big
+for that is still listed whole and right, and a stale attribute is asked
+of the parent's listing, which answers for every sibling (requests
+counted by the server)."""
+
+import os
+import time
+
+from mounthelp import make_mount  # noqa: F401  (fixture)
+
+
+def count(server, sid, key):
+    return server.stats().get("sandboxes", {}).get(sid, {}).get(key, 0)
+
+
+def requests(server, sid):
+    """Requests to the sandbox's execd (the lifecycle API, which the
+    keepalive may call at any time, does not count)."""
+    routes = server.stats().get("sandboxes", {}).get(sid, {})
+    return sum(n for r, n in routes.items() if "/sandboxes" not in r)
+
+
+def walk(top):
+    """Every path below top, relative, as os.walk sees it (no .osb)."""
+    out = set()
+    for r, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if d != ".osb"]
+        for n in dirs + files:
+            out.add(os.path.relpath(os.path.join(r, n), top))
+    return out
+
+
+def make_tree(server, sid, root, dirs, files_per_dir):
+    """dirs like ["a", "a/b"], each holding files f0..f(N-1); returns the
+    relative paths made."""
+    script = "set -e; mkdir -p %s; cd %s; " % (root, root)
+    for d in dirs:
+        script += "mkdir -p %s && (cd %s && seq 0 %d | sed 's/^/f/' | xargs touch); " % (
+            d, d, files_per_dir - 1)
+    rc, out, err = server.run(sid, script, timeout=300)
+    assert rc == 0, err
+    made = set()
+    for d in dirs:
+        parts = d.split("/")
+        for i in range(1, len(parts) + 1):
+            made.add("/".join(parts[:i]))
+        made.update("%s/f%d" % (d, i) for i in range(files_per_dir))
+    return made
+
+
+def test_a_walk_of_a_small_tree_costs_one_listing(server, make_mount):
+    m = make_mount(options=["attr_timeout=30s", "dir_timeout=30s"])
+    sid = m.sandbox_id
+    dirs = ["src", "src/core", "src/core/deep", "src/ui", "docs", "docs/img", "tests"]
+    made = make_tree(server, sid, m.spath(), dirs, 20)
+    server.reset_stats()
+    assert walk(m.p()) == made
+    assert count(server, sid, "GET /directories/list") == 1
+    assert requests(server, sid) == 1
+    # and every stat after it is answered from it
+    for p in made:
+        os.lstat(m.p(p))
+    assert requests(server, sid) == 1
+
+
+def test_a_tree_too_big_for_one_listing_is_listed_whole(server, make_mount):
+    m = make_mount(options=["attr_timeout=60s", "dir_timeout=60s"])
+    sid = m.sandbox_id
+    # 12,000+ entries: more than one listing takes; the cut falls in "b"
+    dirs = ["a", "a/x", "b", "b/y", "b/y/z", "c", "c/w"]
+    made = make_tree(server, sid, m.spath("t"), dirs, 1800)
+    server.reset_stats()
+    assert walk(m.p("t")) == made
+    listings = count(server, sid, "GET /directories/list")
+    assert 2 <= listings <= 12, listings
+    assert count(server, sid, "GET /files/info") <= 2
+    # a second walk while the listings hold costs nothing
+    server.reset_stats()
+    assert walk(m.p("t")) == made
+    assert requests(server, sid) == 0
+    assert sorted(os.listdir(m.p("t", "b", "y"))) == sorted(
+        ["z"] + ["f%d" % i for i in range(1800)])
+
+
+def test_a_change_deep_in_the_tree_shows_once_the_listing_expires(server, make_mount):
+    m = make_mount(options=["attr_timeout=1s", "dir_timeout=1s"])
+    sid = m.sandbox_id
+    made = make_tree(server, sid, m.spath(), ["p", "p/q", "p/q/r"], 3)
+    assert walk(m.p()) == made
+    server.write_file(sid, m.spath("p", "q", "r", "new"), b"fresh")
+    os.unlink(m.p("p", "q", "f0"))
+    time.sleep(1.5)
+    assert "new" in os.listdir(m.p("p", "q", "r"))
+    with open(m.p("p", "q", "r", "new"), "rb") as f:
+        assert f.read() == b"fresh"
+    assert walk(m.p()) == (made - {"p/q/f0"}) | {"p/q/r/new"}
+
+
+def test_stale_attributes_come_from_one_listing_of_the_parent(server, make_mount):
+    m = make_mount(options=["attr_timeout=1s", "dir_timeout=1s"])
+    sid = m.sandbox_id
+    made = make_tree(server, sid, m.spath(), ["d"], 40)
+    assert walk(m.p()) == made
+    time.sleep(1.5)
+    server.write_file(sid, m.spath("d", "f7"), b"grown")
+    server.reset_stats()
+    sizes = {n: os.lstat(m.p("d", n)).st_size for n in ("f%d" % i for i in range(40))}
+    assert sizes["f7"] == 5 and sizes["f8"] == 0
+    # the first stale stat lists (a subtree of) the tree once; the rest
+    # are answered from it
+    assert count(server, sid, "GET /files/info") == 0
+    assert count(server, sid, "GET /directories/list") <= 2
+
+
+def test_names_created_here_are_found_without_asking_while_listed(server, make_mount):
+    m = make_mount(options=["attr_timeout=30s", "dir_timeout=30s", "negative_timeout=30s"])
+    sid = m.sandbox_id
+    os.mkdir(m.p("new"))
+    server.reset_stats()
+    for i in range(50):
+        with open(m.p("new", "n%d" % i), "w") as f:
+            f.write("x")
+    assert count(server, sid, "GET /files/info") == 0
+    assert count(server, sid, "GET /directories/list") == 0
