@@ -122,3 +122,32 @@ def test_names_created_here_are_found_without_asking_while_listed(server, make_m
             f.write("x")
     assert count(server, sid, "GET /files/info") == 0
     assert count(server, sid, "GET /directories/list") == 0
+
+
+def test_one_listing_checks_a_batch_in_many_directories(server, make_mount):
+    """Before an upload, the sandbox's copies are checked for changes made
+    meanwhile by others: for files in several directories, with one
+    listing of the directory above them all; a conflict is still found
+    and both versions kept."""
+    m = make_mount(options=["writeback_delay=1h"])
+    sid = m.sandbox_id
+    dirs = [("x",), ("y", "z"), ("w",)]
+    for d in dirs:
+        os.makedirs(m.p(*d))
+        for i in range(3):
+            with open(m.p(*d, "n%d" % i), "w") as f:
+                f.write("ours %s" % "/".join(d))
+    server.write_file(sid, m.spath("y", "z", "n1"), b"theirs")
+    server.reset_stats()
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+    assert count(server, sid, "GET /directories/list") == 1
+    assert count(server, sid, "GET /files/info") == 0
+    assert count(server, sid, "POST /files/upload") == 1
+    for d in dirs:
+        for i in range(3):
+            assert server.read_file(sid, m.spath(*d, "n%d" % i)) == b"ours " + "/".join(d).encode()
+    _, out, _ = server.run(sid, "ls %s" % m.spath("y", "z"))
+    aside = [n for n in out.split() if n.startswith("n1.conflict-")]
+    assert len(aside) == 1, out
+    assert server.read_file(sid, m.spath("y", "z", aside[0])) == b"theirs"

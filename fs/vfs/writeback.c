@@ -38,6 +38,12 @@
 #define BATCH_BYTES (32ll << 20)
 #define SOLO_BYTES (8ll << 20)
 #define BACKOFF_MAX_MS 60000
+/* A batch is checked with one listing of the directory its files share
+ * while that takes at most this many entries; after a bigger one, one
+ * directory at a time for a while. */
+#define CHECK_WALK_MAX 10000
+#define CHECK_WALK_DEPTH 32
+#define CHECK_WALK_PAUSE_MS 60000
 
 struct writeback {
 	pthread_cond_t kick;    /* with cache.lock: work may be due */
@@ -49,6 +55,7 @@ struct writeback {
 	/* statistics, under cache.lock */
 	uint64_t uploaded_files, uploaded_bytes, failed, conflicts;
 	size_t inflight;
+	atomic_llong walk_after;  /* no batch walks before (monotonic ms) */
 };
 
 struct item {
@@ -205,11 +212,114 @@ static bool same_dir(const char *a, const char *b)
 	return na == nb && strncmp(a, b, na) == 0;
 }
 
-/* Step 1 for a batch: one listing per directory holding several files,
- * one stat for a lone file. */
+/* Whether directory @top is directory @dir or above it. */
+static bool dir_holds(const char *top, const char *dir)
+{
+	size_t len = strlen(top);
+	if (strcmp(top, "/") == 0)
+		return true;
+	return strncmp(dir, top, len) == 0 &&
+	       (dir[len] == '\0' || dir[len] == '/');
+}
+
+/* The levels of @path below directory @top. */
+static int levels_below(const char *top, const char *path)
+{
+	const char *rel = path + (strcmp(top, "/") == 0 ? 1 : strlen(top) + 1);
+	int n = 1;
+	for (; *rel; rel++)
+		n += *rel == '/';
+	return n;
+}
+
+/*
+ * Step 1 for a batch of files in several places: one listing of the
+ * directory they all are below, with its subtree (an untar, git's
+ * objects). 0 when every file was checked, -EAGAIN to check them one
+ * directory at a time (one file, a directory the file API cannot take,
+ * or a subtree too big), or an error.
+ */
+static int check_by_walk(struct osbfs *fs, struct writeback *wb,
+			 struct item *items, size_t n)
+{
+	char *top = NULL;
+	size_t need = 0;
+	int rc = 0, depth = 0;
+
+	if (mono_ms() < atomic_load(&wb->walk_after))
+		return -EAGAIN;
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct item *it = &items[i];
+		if (it->skip || it->m.base == BASE_UNKNOWN)
+			continue;
+		need++;
+		char *dir = parent_of(it->path);
+		if (!dir) {
+			rc = -ENOMEM;
+		} else if (!top) {
+			top = dir;
+			dir = NULL;
+		}
+		while (!rc && dir && !dir_holds(top, dir)) {
+			char *up = parent_of(top);
+			free(top);
+			top = up;
+			rc = top ? 0 : -ENOMEM;
+		}
+		free(dir);
+	}
+	for (size_t i = 0; !rc && top && i < n; i++) {
+		int l = levels_below(top, items[i].path);
+		if (!items[i].skip && items[i].m.base != BASE_UNKNOWN &&
+		    l > depth)
+			depth = l;
+	}
+	if (rc || need < 2 || depth > CHECK_WALK_DEPTH) {
+		free(top);
+		return rc ? rc : -EAGAIN;
+	}
+
+	struct rdent *ents = NULL;
+	size_t ne = 0;
+	bool cut = false;
+	int got = 0;
+	rc = remote_walk(fs, top, depth, CHECK_WALK_MAX, &ents, &ne, &cut,
+			 &got);
+	if (rc == -ENOENT) {
+		rc = 0; /* no directory: nothing to clobber */
+		got = depth;
+	} else if (!rc && (cut || got < depth)) {
+		if (cut)
+			atomic_store(&wb->walk_after,
+				     mono_ms() + CHECK_WALK_PAUSE_MS);
+		rc = -EAGAIN;
+	}
+	size_t skip = strcmp(top, "/") == 0 ? 1 : strlen(top) + 1;
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct item *it = &items[i];
+		if (it->skip || it->m.base == BASE_UNKNOWN)
+			continue;
+		const struct fattr *ra = NULL;
+		for (size_t e = 0; !ra && e < ne; e++)
+			if (strcmp(ents[e].name, it->path + skip) == 0)
+				ra = &ents[e].attr;
+		rc = check_one(fs, wb, it, ra, ra != NULL);
+		it->m.base = BASE_UNKNOWN; /* checked */
+	}
+	rdent_array_free(ents, ne);
+	free(top);
+	return rc;
+}
+
+/* Step 1 for a batch: one listing for files in several places when it
+ * is cheap, else one listing per directory holding several files; one
+ * stat for a lone file. */
 static int check_batch(struct osbfs *fs, struct writeback *wb,
 		       struct item *items, size_t n)
 {
+	int wrc = check_by_walk(fs, wb, items, n);
+	if (wrc != -EAGAIN)
+		return wrc;
 	for (size_t i = 0; i < n; i++) {
 		struct item *it = &items[i];
 		if (it->skip || it->m.base == BASE_UNKNOWN)
