@@ -66,9 +66,9 @@ def test_a_walk_of_a_small_tree_costs_one_listing(server, make_mount):
 def test_a_tree_too_big_for_one_listing_is_listed_whole(server, make_mount):
     m = make_mount(options=["attr_timeout=60s", "dir_timeout=60s"])
     sid = m.sandbox_id
-    # 12,000+ entries: more than one listing takes; the cut falls in "b"
+    # 21,000+ entries: more than one listing takes; the cut falls in "c"
     dirs = ["a", "a/x", "b", "b/y", "b/y/z", "c", "c/w"]
-    made = make_tree(server, sid, m.spath("t"), dirs, 1800)
+    made = make_tree(server, sid, m.spath("t"), dirs, 3000)
     server.reset_stats()
     assert walk(m.p("t")) == made
     listings = count(server, sid, "GET /directories/list")
@@ -79,7 +79,7 @@ def test_a_tree_too_big_for_one_listing_is_listed_whole(server, make_mount):
     assert walk(m.p("t")) == made
     assert requests(server, sid) == 0
     assert sorted(os.listdir(m.p("t", "b", "y"))) == sorted(
-        ["z"] + ["f%d" % i for i in range(1800)])
+        ["z"] + ["f%d" % i for i in range(3000)])
 
 
 def test_a_change_deep_in_the_tree_shows_once_the_listing_expires(server, make_mount):

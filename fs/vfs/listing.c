@@ -27,7 +27,7 @@
 
 /* The levels one listing asks for, and the entries it takes at most. */
 #define WALK_DEPTH 32
-#define WALK_MAX 10000
+#define WALK_MAX 20000
 
 /* A directory on the path of the entry being applied. */
 struct level {

@@ -269,9 +269,10 @@ static int check_by_walk(struct osbfs *fs, struct writeback *wb,
 		free(dir);
 	}
 	for (size_t i = 0; !rc && top && i < n; i++) {
+		if (items[i].skip || items[i].m.base == BASE_UNKNOWN)
+			continue; /* a skipped item may have no path */
 		int l = levels_below(top, items[i].path);
-		if (!items[i].skip && items[i].m.base != BASE_UNKNOWN &&
-		    l > depth)
+		if (l > depth)
 			depth = l;
 	}
 	if (rc || need < 2 || depth > CHECK_WALK_DEPTH) {
