@@ -2,6 +2,7 @@
 source-like tree of text files (sizes from a log-normal around 3 KiB, a
 few of a few MiB, a needle for grep in about one file in 97). bench/run
 times workloads on it; tests/test_36_fs_budgets.py counts their requests.
+Not a test file: pytest collects nothing here.
 Standard library only."""
 
 import math
