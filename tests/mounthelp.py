@@ -1,6 +1,5 @@
-"""Mounting osbfs for the tests: the Mount handle and the `mount` and
-`make_mount` fixtures (test files import them:
-`from mounthelp import mount, make_mount`).
+"""Mounting osbfs for the tests: the Mount handle (the `mount` and
+`make_mount` fixtures built on it are in conftest.py).
 
 A Mount runs `build/fs/osbfs -f` on a sandbox of a LocalServer, waits for
 the mount with a deadline, and on stop unmounts, waits for the daemon to
@@ -14,8 +13,6 @@ import signal
 import subprocess
 import tempfile
 import time
-
-import pytest
 
 from osbtest import BUILD
 
@@ -194,45 +191,3 @@ class Mount:
         base = self.sdir or "/workspace"
         return os.path.join(base, *parts)
 
-
-@pytest.fixture
-def make_mount(server, tmp_path):
-    """make_mount(sandbox_id=None, sdir=None, options=(), server=None, ...) ->
-    a started Mount; all stopped (and checked for sanitizer reports) at
-    teardown, their sandboxes deleted when the fixture created them."""
-    mounts = []
-    made = []
-
-    def make(sandbox_id=None, options=(), srv=None, start=True, create=True, **kw):
-        srv = srv or server
-        if sandbox_id is None and create and not any(o.startswith("name=") for o in options):
-            sandbox_id = srv.create_sandbox()
-            made.append((srv, sandbox_id))
-        kw.setdefault("workdir", str(tmp_path / ("m%d" % len(mounts))))
-        os.makedirs(kw["workdir"], exist_ok=True)
-        m = Mount(srv, sandbox_id=sandbox_id, options=options, **kw)
-        mounts.append(m)
-        if start:
-            m.start()
-        return m
-
-    yield make
-    errors = []
-    for m in mounts:
-        try:
-            m.stop()
-        except Exception as e:  # noqa: BLE001
-            errors.append(str(e))
-    for srv, sid in made:
-        try:
-            srv.delete_sandbox(sid)
-        except Exception:
-            pass
-    if errors:
-        raise AssertionError("\n".join(errors))
-
-
-@pytest.fixture
-def mount(make_mount):
-    """A mount of a new sandbox's /workspace with default options."""
-    return make_mount()

@@ -11,7 +11,7 @@ import urllib.parse
 
 import pytest
 
-from osbtest import LocalServer, http_request, multipart_body, parse_events
+from osbtest import http_request, multipart_body, parse_events
 
 KEY = {"OPEN-SANDBOX-API-KEY": "test-key"}
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from test_1_osb import W, osb, sandbox_stats, workdir  # noqa: F401
+from osbhelp import W, sandbox_stats
 
 ODD_NAMES = ["a b.txt", "p%41#x?y&z+w.txt", "caf\u00e9 \u2603 \u65e5\u672c.txt", "semi;colon=eq'quote\".txt"]
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from test_1_osb import Osb, W, egress_policy, osb, running, wait_for  # noqa: F401
+from osbhelp import W, Osb, egress_policy, wait_for
 
 GO = W + "/go"
 WAIT_GO = "while [ ! -e %s ]; do sleep 0.05; done" % GO

@@ -13,8 +13,7 @@ import uuid
 
 import pytest
 
-from test_1_osb import (TEST_THREADS, W, Osb, check_sanitizer, osb, osbc, sandbox_stats, spawn,  # noqa: F401
-                        wait_for, workdir)
+from osbhelp import TEST_THREADS, W, Osb, check_sanitizer, sandbox_stats, spawn, wait_for
 
 IMG = ["--image", "python:3.11", "--entrypoint", "sleep", "--entrypoint", "infinity"]
 

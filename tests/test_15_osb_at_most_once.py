@@ -16,8 +16,7 @@ import subprocess
 
 import pytest
 
-from mounthelp import make_mount  # noqa: F401  (fixture)
-from test_1_osb import W, Osb, sandbox_stats, wait_for
+from osbhelp import W, Osb, sandbox_stats, wait_for
 
 APPEND = "echo x >> %s/count" % W
 

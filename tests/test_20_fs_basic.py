@@ -9,8 +9,6 @@ import time
 
 import pytest
 
-from mounthelp import make_mount  # noqa: F401  (fixture)
-
 
 @pytest.fixture
 def mount(make_mount):

@@ -10,8 +10,6 @@ import time
 
 import pytest
 
-from mounthelp import make_mount  # noqa: F401  (fixture)
-
 
 def count(server, sid, key):
     return server.stats().get("sandboxes", {}).get(sid, {}).get(key, 0)

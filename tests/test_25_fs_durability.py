@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from mounthelp import make_mount, wait_until  # noqa: F401  (fixture)
+from mounthelp import wait_until
 
 
 def write_files(m, names, size=5000):

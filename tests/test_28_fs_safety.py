@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from mounthelp import make_mount, wait_until  # noqa: F401  (fixture)
+from mounthelp import wait_until
 
 
 @pytest.fixture

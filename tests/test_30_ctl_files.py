@@ -12,10 +12,9 @@ import time
 
 import pytest
 
-from mounthelp import make_mount, mount  # noqa: F401
+from jobhelp import (expect_errno, info, kill_quietly, last_error, osb, read, read_bytes, start,
+                     status, wait, write)
 from osbtest import http_request
-from test_3_jobhelp import (expect_errno, info, kill_quietly, last_error, osb, read,
-                            read_bytes, start, status, wait, write)
 
 ROOT_FILES = {"README", "info", "ctl", "egress", "log", "run", "jobs"}
 

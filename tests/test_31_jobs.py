@@ -10,9 +10,8 @@ import subprocess
 import threading
 import time
 
-from mounthelp import make_mount, mount  # noqa: F401
-from test_3_jobhelp import (expect_errno, info, job_file, kill_quietly, last_error, osb, read,
-                            read_bytes, start, start_named, status, wait, wait_all, write)
+from jobhelp import (expect_errno, info, job_file, kill_quietly, last_error, osb, read, read_bytes,
+                     start, start_named, status, wait, wait_all, write)
 
 ID_RE = re.compile(r"\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{6}")
 JOB_FILES = {"cmd", "status", "exit_code", "stdout", "stderr", "ctl", "info"}  # and wait, unlisted

@@ -6,9 +6,8 @@ import errno
 import os
 import time
 
-from mounthelp import make_mount  # noqa: F401
-from test_3_jobhelp import (deadline, expect_errno, job_file, kill_quietly, osb, read, start,
-                            start_named, status, wait, write)
+from jobhelp import (deadline, expect_errno, job_file, kill_quietly, osb, read, start, start_named,
+                     status, wait, write)
 
 
 def test_a_new_mount_lists_the_jobs_with_status_and_output(make_mount, server):

@@ -6,9 +6,7 @@ ends."""
 import errno
 import os
 
-from mounthelp import make_mount, mount  # noqa: F401
-from test_3_jobhelp import (expect_errno, info, job_file, last_error, osb, read, start, wait,
-                            write)
+from jobhelp import expect_errno, info, job_file, last_error, osb, read, start, wait, write
 
 
 def sys_write(path, data, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):

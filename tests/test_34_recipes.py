@@ -13,9 +13,8 @@ import io
 import os
 import time
 
-from mounthelp import make_mount, mount  # noqa: F401
-from test_3_jobhelp import (deadline, job_file, osb, read, read_bytes, start, start_named,
-                            status, wait, write)
+from jobhelp import (deadline, job_file, osb, read, read_bytes, start, start_named, status, wait,
+                     write)
 
 
 def run_ok(m, cmd, timeout=300):

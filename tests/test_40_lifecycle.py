@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from mounthelp import Mount, is_mounted, make_mount  # noqa: F401  (fixture)
+from mounthelp import Mount, is_mounted
 
 
 def state(srv, sid):

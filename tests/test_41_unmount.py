@@ -6,8 +6,8 @@ still finishing its uploads, and refuses one that is still mounted."""
 import os
 import subprocess
 
-from mounthelp import OSBFS, fusermount_u, is_mounted, make_mount  # noqa: F401
-from test_3_jobhelp import info, osb
+from jobhelp import info, osb
+from mounthelp import OSBFS, fusermount_u, is_mounted
 
 
 def osbfs_u(m, timeout=300):
