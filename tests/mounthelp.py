@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import time
 
-from osbtest import BUILD
+from osbtest import BUILD, wait_until
 
 OSBFS = BUILD / "fs" / "osbfs"
 
@@ -44,16 +44,6 @@ def fsync_path(path):
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def wait_until(pred, timeout=60, step=0.1):
-    """Polls pred() until it is true (True) or timeout seconds pass (False)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return False
 
 
 def fusermount_u(path, lazy=False):
@@ -105,22 +95,22 @@ class Mount:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv(), stdout=self._log, stderr=self._log,
                                      stdin=subprocess.DEVNULL, env=self.env)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if is_mounted(self.path):
-                if not self.sandbox_id:
-                    self.sandbox_id = self._sandbox_from_log()
-                return self
-            if self.proc.poll() is not None:
-                self.exit_code = self.proc.returncode
-                if expect_fail:
-                    return self
-                raise RuntimeError("osbfs exited with %d before mounting:\n%s\nrepro: %s"
-                                   % (self.exit_code, self.log(), self.repro()))
-            time.sleep(0.05)
-        self.kill9()
-        raise RuntimeError("osbfs did not mount within %ss:\n%s\nrepro: %s"
-                           % (timeout, self.log(), self.repro()))
+        try:
+            wait_until(lambda: is_mounted(self.path) or self.proc.poll() is not None, timeout,
+                       "osbfs to mount %s or exit" % self.path)
+        except AssertionError:
+            self.kill9()
+            raise RuntimeError("osbfs did not mount within %ss:\n%s\nrepro: %s"
+                               % (timeout, self.log(), self.repro()))
+        if is_mounted(self.path):
+            if not self.sandbox_id:
+                self.sandbox_id = self._sandbox_from_log()
+            return self
+        self.exit_code = self.proc.returncode
+        if expect_fail:
+            return self
+        raise RuntimeError("osbfs exited with %d before mounting:\n%s\nrepro: %s"
+                           % (self.exit_code, self.log(), self.repro()))
 
     def _sandbox_from_log(self):
         for line in self.log().splitlines():

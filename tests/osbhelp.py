@@ -319,19 +319,6 @@ class Running:
                 pass
 
 
-def wait_for(what, fn, timeout=30, every=0.05):
-    """Polls fn() until it returns a true value (returned); fails after
-    @timeout. For state that changes on the server's own schedule."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise CheckFailed("timed out waiting for %s" % what)
-        time.sleep(every)
-
-
 def make_file(path, mib):
     """@mib MiB of incompressible bytes (each MiB numbered); their sha256."""
     h = hashlib.sha256()

@@ -11,7 +11,7 @@ import urllib.parse
 
 import pytest
 
-from osbtest import http_request, multipart_body, parse_events
+from osbtest import http_request, multipart_body, parse_events, wait_until
 
 KEY = {"OPEN-SANDBOX-API-KEY": "test-key"}
 
@@ -931,13 +931,12 @@ def test_background_status_and_logs(server, sandbox):
     evs, _ = events(server, sandbox, "/command", {"command": "printf 'abc'; sleep 0.5; echo def; echo err >&2", "background": True})
     assert [e["type"] for e in evs][:2] == ["init", "ping"] and evs[-1]["type"] == "execution_complete"
     cid = evs[0]["text"]
-    deadline = time.time() + 10
-    while True:
+
+    def finished():
         st, _, s = server.execd(sandbox, "GET", "/command/status/" + cid)
-        if st == 200 and not s["running"]:
-            break
-        assert time.time() < deadline
-        time.sleep(0.1)
+        return st == 200 and not s["running"] and s
+
+    s = wait_until(finished, 10, "the background command to finish", step=0.1)
     assert s["exit_code"] == 0 and s["content"].startswith("printf") and "error" not in s
     st, h, body = server.execd(sandbox, "GET", "/command/%s/logs" % cid, raw=True)
     assert st == 200 and body == b"abcdef\nerr\n"
@@ -1357,13 +1356,13 @@ def test_execd_proxy_to_other_port(server, sandbox):
     server.execd(sandbox, "POST", "/command", raw=True,
                  body={"command": "python3 -m http.server %d --bind 127.0.0.1" % port, "cwd": "/workspace/www", "background": True})
     url = server.execd_url(sandbox).rsplit("/proxy/", 1)[0]
-    deadline = time.time() + 10
-    while True:
-        st, _, b = http_request(url, "GET", "/proxy/%d/index.html" % port)
-        if st == 200 or time.time() > deadline:
-            break
-        time.sleep(0.1)
-    assert st == 200 and b == b"served-from-sandbox"
+
+    def served():
+        r = http_request(url, "GET", "/proxy/%d/index.html" % port)
+        return r[0] == 200 and r
+
+    _, _, b = wait_until(served, 10, "the sandbox's web server through the proxy", step=0.1)
+    assert b == b"served-from-sandbox"
 
 
 def test_fault_delay(server, sandbox):

@@ -5,9 +5,10 @@ mount."""
 import errno
 import os
 import stat
-import time
 
 import pytest
+
+from osbtest import wait_until
 
 
 @pytest.fixture
@@ -425,9 +426,5 @@ def test_upload_happens_after_close_and_delay(server, make_mount):
     m = make_mount(options=["writeback_delay=200ms"])
     with open(m.p("soon"), "w") as f:
         f.write("soon")
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        if server.stat(m.sandbox_id, m.spath("soon")):
-            break
-        time.sleep(0.05)
+    wait_until(lambda: server.stat(m.sandbox_id, m.spath("soon")), 10, "the upload of soon")
     assert server.read_file(m.sandbox_id, m.spath("soon")) == b"soon"

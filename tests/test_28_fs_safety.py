@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from mounthelp import wait_until
+from osbtest import wait_until
 
 
 @pytest.fixture
@@ -312,7 +312,8 @@ def test_server_away_fails_fast_serves_the_cache_and_recovers(make_server, make_
     assert open(m.p("cached.txt"), "rb").read() == b"read before"
     assert "cached.txt" in os.listdir(m.path)
     srv.restart()
-    assert wait_until(lambda: errno_of(os.stat, m.p("nothing-here")) == errno.ENOENT, 30)
+    wait_until(lambda: errno_of(os.stat, m.p("nothing-here")) == errno.ENOENT, 30,
+               "ENOENT again once the server is back")
     with open(m.p("after.txt"), "w") as f:
         f.write("back")
     ctl(m, "sync")

@@ -4,10 +4,10 @@ machine) lists them, and another mount at the same time sees them."""
 
 import errno
 import os
-import time
 
-from jobhelp import (deadline, expect_errno, job_file, kill_quietly, osb, read, start, start_named,
+from jobhelp import (expect_errno, job_file, kill_quietly, osb, read, start, start_named,
                      status, wait, write)
+from osbtest import wait_until
 
 
 def test_a_new_mount_lists_the_jobs_with_status_and_output(make_mount, server):
@@ -86,9 +86,8 @@ def test_two_mounts_at_once_see_each_others_jobs(make_mount, server):
         expect_errno(errno.EEXIST, os.mkdir, osb(m1, "jobs", "named"))
         # a job removed by one mount leaves the other's listing
         os.rmdir(osb(m2, "jobs", jid))
-        with deadline(30):
-            while jid in os.listdir(osb(m1, "jobs")):
-                time.sleep(0.5)
+        wait_until(lambda: jid not in os.listdir(osb(m1, "jobs")), 30,
+                   "the removed job to leave the other mount's listing", step=0.5)
     finally:
         server.delete_sandbox(sid)
 
