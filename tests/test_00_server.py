@@ -1,6 +1,6 @@
-"""Raw HTTP behaviour of tests/server/opensandbox_local.py, checked against
-shared/opensandbox/WIRE.md: one behaviour per test, exact statuses and
-bodies."""
+"""Raw HTTP behaviour of tests/server/opensandbox_local.py: one behaviour
+per test, with the exact statuses and bodies the real OpenSandbox servers
+give (docs/SERVER.md describes them)."""
 
 import json
 import os

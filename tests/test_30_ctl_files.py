@@ -1,5 +1,6 @@
 """The control tree's own files: README, info, ctl, egress, log, and
-the errors every bad use gets (DESIGN.md "The control tree")."""
+the errors every bad use gets (the tree is described in README.md,
+"Running commands: the control tree", and in its own .osb/README)."""
 
 import errno
 import json

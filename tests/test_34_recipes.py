@@ -1,7 +1,7 @@
-"""The seed's recipes (shared/seeds: summarise a CSV, make a chart, run
-TypeScript, clone a repository and run its tests, start a long job and
-check on it later), done only through the mount: files written and read
-there, commands run as jobs through .osb/.
+"""Everyday recipes (summarise a CSV, make a chart, run TypeScript, clone
+a repository and run its tests, start a long job and check on it later),
+done only through the mount: files written and read there, commands run
+as jobs through .osb/ (README.md, "Running commands: the control tree").
 
 Needs in the sandbox (the local server shows the host's /usr): python3
 with matplotlib (Debian python3-matplotlib), git, node and tsc (npm
@@ -167,7 +167,8 @@ def test_recipe_start_a_long_job_and_check_on_it_later(make_mount, server):
 
 
 def test_recipe_install_output_streams_to_a_reader(mount):
-    # the seed's "run, which streams output": read the output as it grows
+    # a command whose output streams (an install, say): read the output as
+    # it grows, before the job ends
     jid = start(mount, "for i in 1 2 3 4 5; do echo step $i; sleep 0.4; done")
 
     def some_output():
