@@ -2,6 +2,7 @@
 per test, with the exact statuses and bodies the real OpenSandbox servers
 give (docs/SERVER.md describes them)."""
 
+import errno
 import json
 import os
 import socket
@@ -292,8 +293,9 @@ def test_delete_204_then_404(server):
     assert st == 404 and b["code"] == "DOCKER::SANDBOX_NOT_FOUND"
     st, _, b = server.request("DELETE", "/v1/sandboxes/" + sid)
     assert st == 404
-    with pytest.raises(OSError):
+    with pytest.raises(OSError) as ei:
         http_request(url, "GET", "/ping", timeout=5)
+    assert ei.value.errno == errno.ECONNREFUSED
 
 
 def test_patch_metadata_merge(server, sandbox):
@@ -324,8 +326,9 @@ def test_expiry_deletes_sandbox(make_server):
     time.sleep(1.6)
     st, _, _ = s.request("GET", "/v1/sandboxes/" + sid)
     assert st == 404
-    with pytest.raises(OSError):
+    with pytest.raises(OSError) as ei:
         http_request(url, "GET", "/ping", timeout=5)
+    assert ei.value.errno == errno.ECONNREFUSED
 
 
 def test_admin_force_failed_and_pending(server, sandbox):
@@ -1205,8 +1208,9 @@ def test_fault_500_body_and_reset(server, sandbox):
         st, _, b = server.execd(sandbox, "GET", "/files/info", {"path": "/"})
         assert st == 500 and b == {"code": "RUNTIME_ERROR", "message": "injected fault"}
         server.set_faults(next=1, kinds=["reset"], path="/files/info")
-        with pytest.raises((ConnectionError, OSError)):
+        with pytest.raises(OSError) as ei:
             server.execd(sandbox, "GET", "/files/info", {"path": "/"})
+        assert ei.value.errno == errno.ECONNRESET
     finally:
         server.clear_faults()
 
@@ -1214,8 +1218,9 @@ def test_fault_500_body_and_reset(server, sandbox):
 def test_fault_reset_after_performs_request(server, sandbox):
     server.set_faults(next=1, kinds=["reset_after"], path="/files/upload", method="POST")
     try:
-        with pytest.raises((ConnectionError, OSError)):
+        with pytest.raises(OSError) as ei:
             server.write_file(sandbox, "/workspace/ra.txt", b"landed")
+        assert ei.value.errno == errno.ECONNRESET
     finally:
         server.clear_faults()
     assert server.read_file(sandbox, "/workspace/ra.txt") == b"landed"
@@ -1224,8 +1229,9 @@ def test_fault_reset_after_performs_request(server, sandbox):
 def test_fault_reset_before_effect(server, sandbox):
     server.set_faults(next=1, kinds=["reset"], path="/files/upload")
     try:
-        with pytest.raises((ConnectionError, OSError)):
+        with pytest.raises(OSError) as ei:
             server.write_file(sandbox, "/workspace/rb.txt", b"x")
+        assert ei.value.errno == errno.ECONNRESET
     finally:
         server.clear_faults()
     assert server.stat(sandbox, "/workspace/rb.txt") is None

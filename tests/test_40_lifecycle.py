@@ -3,6 +3,7 @@ alive while used, paused when idle and resumed on the next access,
 destroyed at unmount; TLS with a CA, the server proxy, secured execd
 endpoints; and a clear message for every failure."""
 
+import errno
 import os
 import subprocess
 import threading
@@ -108,8 +109,9 @@ def test_without_keepalive_the_ttl_ends_it(make_server, make_mount):
     sid = m.sandbox_id
     wait_until(lambda: state(srv, sid) is None, 15, "the sandbox to expire", step=0.1)
     # the mount stays up and says what happened
-    with pytest.raises(OSError):
+    with pytest.raises(OSError) as ei:
         os.listdir(m.p("x-" + str(time.time())))
+    assert ei.value.errno == errno.EIO
     inf = wait_until(lambda: info(m)["state"] == "Deleted" and info(m), 30,
                      "the mount to see the sandbox deleted", step=0.1)
     assert "no longer exists" in inf["last_error"]
@@ -283,8 +285,9 @@ def test_sandbox_deleted_while_mounted(server, make_mount):
     m = make_mount(options=["attr_timeout=0", "dir_timeout=0", "request_timeout=3s"])
     sid = m.sandbox_id
     server.delete_sandbox(sid)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError) as ei:
         os.listdir(m.p())
+    assert ei.value.errno == errno.EIO
     inf = info(m)
     assert inf["state"] == "Deleted"
     assert sid in inf["last_error"] and "no longer exists" in inf["last_error"]
