@@ -13,9 +13,12 @@ osb, osbc          `osb` (osbhelp.Osb) on a new sandbox / on no sandbox
 cleanup_sandboxes  a list of sandbox ids to delete at teardown
 running            running(osb, *args): background osb runs, stopped at
                    teardown
+make_sandbox       factory: make_sandbox(srv=None, **create arguments) -> the
+                   id of a new sandbox, deleted at teardown once every
+                   mount of make_mount is stopped
 make_mount         factory: make_mount(sandbox_id=None, options=(), ...) ->
-                   a started mounthelp.Mount; all stopped (and checked) at
-                   teardown
+                   a started mounthelp.Mount; all stopped at teardown and
+                   checked: exit status 0, no sanitizer report
 mount              a mount of a new sandbox's /workspace, default options
 """
 
@@ -124,19 +127,42 @@ def running():
 
 
 @pytest.fixture
-def make_mount(server, tmp_path):
-    """make_mount(sandbox_id=None, options=(), srv=None, start=True,
-    create=True, **Mount arguments) -> a started Mount; all stopped (and
-    checked for sanitizer reports) at teardown, their sandboxes
-    deleted when the fixture created them."""
-    mounts = []
+def make_sandbox(server):
+    """make_sandbox(srv=None, **create_sandbox arguments) -> the id of a
+    new Running sandbox on @srv (the session server by default).  Each is
+    deleted at teardown, after make_mount has stopped its mounts (it
+    depends on this fixture): a sandbox deleted under a mount would end
+    its daemon with status 1."""
     made = []
+
+    def make(srv=None, **kw):
+        srv = srv or server
+        sid = srv.create_sandbox(**kw)
+        made.append((srv, sid))
+        return sid
+
+    yield make
+    for srv, sid in made:
+        try:
+            srv.delete_sandbox(sid)
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def make_mount(server, tmp_path, make_sandbox):
+    """make_mount(sandbox_id=None, options=(), srv=None, start=True,
+    create=True, **Mount arguments) -> a started Mount, on a new sandbox
+    (make_sandbox) unless told which.  At teardown each one still running
+    is stopped and checked: exit status 0, no sanitizer report.  A test
+    that expects another status stops it itself with
+    m.stop(expect_status=...)."""
+    mounts = []
 
     def make(sandbox_id=None, options=(), srv=None, start=True, create=True, **kw):
         srv = srv or server
         if sandbox_id is None and create and not any(o.startswith("name=") for o in options):
-            sandbox_id = srv.create_sandbox()
-            made.append((srv, sandbox_id))
+            sandbox_id = make_sandbox(srv)
         kw.setdefault("workdir", str(tmp_path / ("m%d" % len(mounts))))
         os.makedirs(kw["workdir"], exist_ok=True)
         m = Mount(srv, sandbox_id=sandbox_id, options=options, **kw)
@@ -152,11 +178,6 @@ def make_mount(server, tmp_path):
             m.stop()
         except Exception as e:  # noqa: BLE001
             errors.append(str(e))
-    for srv, sid in made:
-        try:
-            srv.delete_sandbox(sid)
-        except Exception:
-            pass
     if errors:
         raise AssertionError("\n".join(errors))
 

@@ -3,8 +3,9 @@
 
 A Mount runs `build/fs/osbfs -f` on a sandbox of a LocalServer, waits for
 the mount with a deadline, and on stop unmounts, waits for the daemon to
-exit, and fails if its stderr holds a sanitizer report. On a failure the
-exact command line to reproduce is in the error.
+exit, and fails if it exited with another status than expected (0 unless
+the test says otherwise) or its stderr holds a sanitizer report. On a
+failure the exact command line to reproduce is in the error.
 """
 
 import os
@@ -107,7 +108,9 @@ class Mount:
                 self.sandbox_id = self._sandbox_from_log()
             return self
         self.exit_code = self.proc.returncode
+        self._reaped()
         if expect_fail:
+            self._check_sanitizer()
             return self
         raise RuntimeError("osbfs exited with %d before mounting:\n%s\nrepro: %s"
                            % (self.exit_code, self.log(), self.repro()))
@@ -132,8 +135,26 @@ class Mount:
                 return text
         return None
 
-    def stop(self, timeout=120, check=True):
-        """Unmounts and waits for the daemon; returns its exit code."""
+    def _reaped(self):
+        """The daemon has exited and been waited for: let go of it."""
+        self.proc = None
+        self._log.close()
+        if is_mounted(self.path):
+            fusermount_u(self.path, lazy=True)
+
+    def _check_sanitizer(self):
+        rep = self.sanitizer_report()
+        if rep:
+            raise AssertionError("sanitizer report in osbfs output:\n%s\nrepro: %s"
+                                 % (rep[-8000:], self.repro()))
+
+    def stop(self, timeout=120, check=True, expect_status=0):
+        """Unmounts (unless it is already), waits for the daemon by its pid
+        and returns its exit status.  With @check, fails if the daemon does
+        not exit within @timeout, exits with another status than
+        @expect_status, or left a sanitizer report.  The default is a clean
+        exit: a test that expects another status says so here, one that
+        kills the daemon uses kill9()."""
         if self.proc is None:
             return self.exit_code
         if is_mounted(self.path):
@@ -143,20 +164,18 @@ class Mount:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.exit_code = self.proc.wait(10)
-            if is_mounted(self.path):
-                fusermount_u(self.path, lazy=True)
+            self._reaped()
             if check:
-                raise RuntimeError("osbfs did not exit within %ss after unmount:\n%s"
-                                   % (timeout, self.log()))
-        if is_mounted(self.path):
-            fusermount_u(self.path, lazy=True)
-        self.proc = None
-        self._log.close()
+                raise RuntimeError("osbfs did not exit within %ss after unmount:\n%s\nrepro: %s"
+                                   % (timeout, self.log(), self.repro()))
+            return self.exit_code
+        self._reaped()
         if check:
-            rep = self.sanitizer_report()
-            if rep:
-                raise AssertionError("sanitizer report in osbfs output:\n%s\nrepro: %s"
-                                     % (rep[-8000:], self.repro()))
+            self._check_sanitizer()
+            if self.exit_code != expect_status:
+                raise AssertionError("osbfs exited with status %s at unmount, not %s:\n%s\nrepro: %s"
+                                     % (self.exit_code, expect_status, self.log()[-8000:],
+                                        self.repro()))
         return self.exit_code
 
     def kill9(self):
@@ -166,11 +185,9 @@ class Mount:
                 self.proc.send_signal(signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.proc.wait(10)
-            self.exit_code = self.proc.returncode
-            self.proc = None
-            self._log.close()
-        if is_mounted(self.path):
+            self.exit_code = self.proc.wait(10)
+            self._reaped()
+        elif is_mounted(self.path):
             fusermount_u(self.path, lazy=True)
 
     def p(self, *parts):

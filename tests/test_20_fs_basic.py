@@ -377,28 +377,22 @@ def test_inode_numbers_stable(server, mount):
     assert a == b
 
 
-def test_mount_of_another_directory(server, make_mount):
-    sid = server.create_sandbox()
-    try:
-        server.write_file(sid, "/home/proj/readme", b"home")
-        m = make_mount(sandbox_id=sid, sdir="/home/proj", create=False)
-        assert open(m.p("readme"), "rb").read() == b"home"
-        with open(m.p("more"), "w") as f:
-            f.write("more")
-        m.stop()
-        assert server.read_file(sid, "/home/proj/more") == b"more"
-    finally:
-        server.delete_sandbox(sid)
+def test_mount_of_another_directory(server, make_mount, make_sandbox):
+    sid = make_sandbox()
+    server.write_file(sid, "/home/proj/readme", b"home")
+    m = make_mount(sandbox_id=sid, sdir="/home/proj", create=False)
+    assert open(m.p("readme"), "rb").read() == b"home"
+    with open(m.p("more"), "w") as f:
+        f.write("more")
+    m.stop()
+    assert server.read_file(sid, "/home/proj/more") == b"more"
 
 
-def test_missing_directory_is_made(server, make_mount):
-    sid = server.create_sandbox()
-    try:
-        m = make_mount(sandbox_id=sid, sdir="/root/new/dir", create=False)
-        assert os.listdir(m.p()) == [".osb"] or os.listdir(m.p()) == []
-        assert server.stat(sid, "/root/new/dir")["type"] == "directory"
-    finally:
-        server.delete_sandbox(sid)
+def test_missing_directory_is_made(server, make_mount, make_sandbox):
+    sid = make_sandbox()
+    m = make_mount(sandbox_id=sid, sdir="/root/new/dir", create=False)
+    assert os.listdir(m.p()) == [".osb"] or os.listdir(m.p()) == []
+    assert server.stat(sid, "/root/new/dir")["type"] == "directory"
 
 
 def test_dotdot_stays_inside_mount(server, mount):

@@ -143,27 +143,24 @@ def test_recipe_clone_a_repository_and_run_its_tests(mount):
     assert any("test_1 " in p and "test_7 " not in p for p in partial), partial
 
 
-def test_recipe_start_a_long_job_and_check_on_it_later(make_mount, server):
-    sid = server.create_sandbox()
-    try:
-        m1 = make_mount(sandbox_id=sid)
-        start_named(m1, "train", "for i in $(seq 1 8); do echo epoch $i; sleep 0.5; done")
-        assert status(m1, "train") == "running"
-        m1.stop()
-        # a later turn, maybe on another machine: a fresh mount polls it
-        m2 = make_mount(sandbox_id=sid)
-        seen = []
+def test_recipe_start_a_long_job_and_check_on_it_later(make_mount, server, make_sandbox):
+    sid = make_sandbox()
+    m1 = make_mount(sandbox_id=sid)
+    start_named(m1, "train", "for i in $(seq 1 8); do echo epoch $i; sleep 0.5; done")
+    assert status(m1, "train") == "running"
+    m1.stop()
+    # a later turn, maybe on another machine: a fresh mount polls it
+    m2 = make_mount(sandbox_id=sid)
+    seen = []
 
-        def ended():
-            seen.append(status(m2, "train"))
-            return seen[-1] != "running"
+    def ended():
+        seen.append(status(m2, "train"))
+        return seen[-1] != "running"
 
-        wait_until(ended, 60, "the job to end", step=0.5)
-        assert seen[-1] == "exited 0" and "running" in seen
-        assert job_file(m2, "train", "stdout") == "".join("epoch %d\n" % i for i in range(1, 9))
-        assert job_file(m2, "train", "exit_code") == "0\n"
-    finally:
-        server.delete_sandbox(sid)
+    wait_until(ended, 60, "the job to end", step=0.5)
+    assert seen[-1] == "exited 0" and "running" in seen
+    assert job_file(m2, "train", "stdout") == "".join("epoch %d\n" % i for i in range(1, 9))
+    assert job_file(m2, "train", "exit_code") == "0\n"
 
 
 def test_recipe_install_output_streams_to_a_reader(mount):
