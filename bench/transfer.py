@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from osbtest import LocalServer  # noqa: E402
-from test_1_osb import OSB, Osb, make_file, sanitized_build, sha256_file, spawn  # noqa: E402
+from osbhelp import OSB, Osb, make_file, sanitized_build, sha256_file, spawn  # noqa: E402
 
 W = "/workspace"
 

@@ -1,11 +1,11 @@
-"""Mounting osbfs for the tests: the Mount handle and the `mount` and
-`make_mount` fixtures (test files import them:
-`from mounthelp import mount, make_mount`).
+"""Mounting osbfs for the tests: the Mount handle (the `mount` and
+`make_mount` fixtures built on it are in conftest.py).
 
 A Mount runs `build/fs/osbfs -f` on a sandbox of a LocalServer, waits for
 the mount with a deadline, and on stop unmounts, waits for the daemon to
-exit, and fails if its stderr holds a sanitizer report. On a failure the
-exact command line to reproduce is in the error.
+exit, and fails if it exited with another status than expected (0 unless
+the test says otherwise) or its stderr holds a sanitizer report. On a
+failure the exact command line to reproduce is in the error.
 """
 
 import os
@@ -15,9 +15,7 @@ import subprocess
 import tempfile
 import time
 
-import pytest
-
-from osbtest import BUILD
+from osbtest import BUILD, wait_until
 
 OSBFS = BUILD / "fs" / "osbfs"
 
@@ -47,16 +45,6 @@ def fsync_path(path):
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def wait_until(pred, timeout=60, step=0.1):
-    """Polls pred() until it is true (True) or timeout seconds pass (False)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return False
 
 
 def fusermount_u(path, lazy=False):
@@ -108,22 +96,24 @@ class Mount:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv(), stdout=self._log, stderr=self._log,
                                      stdin=subprocess.DEVNULL, env=self.env)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if is_mounted(self.path):
-                if not self.sandbox_id:
-                    self.sandbox_id = self._sandbox_from_log()
-                return self
-            if self.proc.poll() is not None:
-                self.exit_code = self.proc.returncode
-                if expect_fail:
-                    return self
-                raise RuntimeError("osbfs exited with %d before mounting:\n%s\nrepro: %s"
-                                   % (self.exit_code, self.log(), self.repro()))
-            time.sleep(0.05)
-        self.kill9()
-        raise RuntimeError("osbfs did not mount within %ss:\n%s\nrepro: %s"
-                           % (timeout, self.log(), self.repro()))
+        try:
+            wait_until(lambda: is_mounted(self.path) or self.proc.poll() is not None, timeout,
+                       "osbfs to mount %s or exit" % self.path)
+        except AssertionError:
+            self.kill9()
+            raise RuntimeError("osbfs did not mount within %ss:\n%s\nrepro: %s"
+                               % (timeout, self.log(), self.repro()))
+        if is_mounted(self.path):
+            if not self.sandbox_id:
+                self.sandbox_id = self._sandbox_from_log()
+            return self
+        self.exit_code = self.proc.returncode
+        self._reaped()
+        if expect_fail:
+            self._check_sanitizer()
+            return self
+        raise RuntimeError("osbfs exited with %d before mounting:\n%s\nrepro: %s"
+                           % (self.exit_code, self.log(), self.repro()))
 
     def _sandbox_from_log(self):
         for line in self.log().splitlines():
@@ -145,8 +135,26 @@ class Mount:
                 return text
         return None
 
-    def stop(self, timeout=120, check=True):
-        """Unmounts and waits for the daemon; returns its exit code."""
+    def _reaped(self):
+        """The daemon has exited and been waited for: let go of it."""
+        self.proc = None
+        self._log.close()
+        if is_mounted(self.path):
+            fusermount_u(self.path, lazy=True)
+
+    def _check_sanitizer(self):
+        rep = self.sanitizer_report()
+        if rep:
+            raise AssertionError("sanitizer report in osbfs output:\n%s\nrepro: %s"
+                                 % (rep[-8000:], self.repro()))
+
+    def stop(self, timeout=120, check=True, expect_status=0):
+        """Unmounts (unless it is already), waits for the daemon by its pid
+        and returns its exit status.  With @check, fails if the daemon does
+        not exit within @timeout, exits with another status than
+        @expect_status, or left a sanitizer report.  The default is a clean
+        exit: a test that expects another status says so here, one that
+        kills the daemon uses kill9()."""
         if self.proc is None:
             return self.exit_code
         if is_mounted(self.path):
@@ -156,20 +164,18 @@ class Mount:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.exit_code = self.proc.wait(10)
-            if is_mounted(self.path):
-                fusermount_u(self.path, lazy=True)
+            self._reaped()
             if check:
-                raise RuntimeError("osbfs did not exit within %ss after unmount:\n%s"
-                                   % (timeout, self.log()))
-        if is_mounted(self.path):
-            fusermount_u(self.path, lazy=True)
-        self.proc = None
-        self._log.close()
+                raise RuntimeError("osbfs did not exit within %ss after unmount:\n%s\nrepro: %s"
+                                   % (timeout, self.log(), self.repro()))
+            return self.exit_code
+        self._reaped()
         if check:
-            rep = self.sanitizer_report()
-            if rep:
-                raise AssertionError("sanitizer report in osbfs output:\n%s\nrepro: %s"
-                                     % (rep[-8000:], self.repro()))
+            self._check_sanitizer()
+            if self.exit_code != expect_status:
+                raise AssertionError("osbfs exited with status %s at unmount, not %s:\n%s\nrepro: %s"
+                                     % (self.exit_code, expect_status, self.log()[-8000:],
+                                        self.repro()))
         return self.exit_code
 
     def kill9(self):
@@ -179,11 +185,9 @@ class Mount:
                 self.proc.send_signal(signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.proc.wait(10)
-            self.exit_code = self.proc.returncode
-            self.proc = None
-            self._log.close()
-        if is_mounted(self.path):
+            self.exit_code = self.proc.wait(10)
+            self._reaped()
+        elif is_mounted(self.path):
             fusermount_u(self.path, lazy=True)
 
     def p(self, *parts):
@@ -194,45 +198,3 @@ class Mount:
         base = self.sdir or "/workspace"
         return os.path.join(base, *parts)
 
-
-@pytest.fixture
-def make_mount(server, tmp_path):
-    """make_mount(sandbox_id=None, sdir=None, options=(), server=None, ...) ->
-    a started Mount; all stopped (and checked for sanitizer reports) at
-    teardown, their sandboxes deleted when the fixture created them."""
-    mounts = []
-    made = []
-
-    def make(sandbox_id=None, options=(), srv=None, start=True, create=True, **kw):
-        srv = srv or server
-        if sandbox_id is None and create and not any(o.startswith("name=") for o in options):
-            sandbox_id = srv.create_sandbox()
-            made.append((srv, sandbox_id))
-        kw.setdefault("workdir", str(tmp_path / ("m%d" % len(mounts))))
-        os.makedirs(kw["workdir"], exist_ok=True)
-        m = Mount(srv, sandbox_id=sandbox_id, options=options, **kw)
-        mounts.append(m)
-        if start:
-            m.start()
-        return m
-
-    yield make
-    errors = []
-    for m in mounts:
-        try:
-            m.stop()
-        except Exception as e:  # noqa: BLE001
-            errors.append(str(e))
-    for srv, sid in made:
-        try:
-            srv.delete_sandbox(sid)
-        except Exception:
-            pass
-    if errors:
-        raise AssertionError("\n".join(errors))
-
-
-@pytest.fixture
-def mount(make_mount):
-    """A mount of a new sandbox's /workspace with default options."""
-    return make_mount()

@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -100,6 +99,22 @@ def multipart_body(parts, boundary=None):
         chunks.append(b"\r\n")
     chunks.append(b"--" + boundary.encode() + b"--\r\n")
     return b"".join(chunks), "multipart/form-data; boundary=" + boundary
+
+
+def wait_until(predicate, timeout, what, step=0.05):
+    """Calls predicate() every @step seconds until it returns a true value,
+    and returns that value.  After @timeout seconds raises AssertionError
+    naming @what and predicate's last value.  The one way the tests wait
+    for something that happens on another process's schedule."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %ss waiting for %s (last value: %r)"
+                                 % (timeout, what, value))
+        time.sleep(step)
 
 
 def free_port():
@@ -261,24 +276,21 @@ class LocalServer:
         st, _, b = self.request("POST", "/v1/sandboxes", body)
         assert st == 202, (st, b)
         sid = b["id"]
-        deadline = time.monotonic() + wait
-        while True:
+
+        def running():
             st, _, g = self.request("GET", "/v1/sandboxes/" + sid)
-            if st == 200 and g["status"]["state"] == "Running":
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError("sandbox %s not Running: %s %s" % (sid, st, g))
-            time.sleep(0.1)
-        while True:
+            return st == 200 and g["status"]["state"] == "Running"
+
+        def pings():
             try:
-                st, _, _ = self.execd(sid, "GET", "/ping", timeout=5)
-                if st == 200:
-                    return sid
+                return self.execd(sid, "GET", "/ping", timeout=5)[0] == 200
             except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("execd of %s did not answer /ping" % sid)
-            time.sleep(0.1)
+                return False
+
+        deadline = time.monotonic() + wait
+        wait_until(running, wait, "sandbox %s to be Running" % sid, step=0.1)
+        wait_until(pings, deadline - time.monotonic(), "execd of %s to answer /ping" % sid, step=0.1)
+        return sid
 
     def delete_sandbox(self, sid):
         self._endpoints.pop(sid, None)

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
+from osbhelp import W, Osb, egress_policy, sandbox_record
 from osbtest import http_request
-from test_1_osb import W, Osb, cleanup_sandboxes, egress_policy, osb, osbc, sandbox_record, workdir  # noqa: F401
 
 IMG = ["--image", "python:3.11", "--entrypoint", "tail", "--entrypoint", "-f", "--entrypoint", "/dev/null"]
 

@@ -6,11 +6,11 @@ import hashlib
 import os
 import stat as pystat
 import threading
-import time
 
 import pytest
 
-from test_1_osb import W, osb, sandbox_stats, workdir  # noqa: F401
+from osbhelp import W, sandbox_stats
+from osbtest import wait_until
 
 ODD_NAMES = ["a b.txt", "p%41#x?y&z+w.txt", "caf\u00e9 \u2603 \u65e5\u672c.txt", "semi;colon=eq'quote\".txt"]
 
@@ -247,10 +247,8 @@ def test_get_fails_when_the_file_changes_before_a_resume(server, osb, sandbox, w
     t = threading.Thread(target=lambda: done.update(res=osb.run("get", W + "/r", dst)))
     try:
         t.start()
-        deadline = time.time() + 20
-        while not sandbox_stats(server, sandbox).get("GET /files/download"):
-            assert time.time() < deadline, "no download started"
-            time.sleep(0.01)
+        wait_until(lambda: sandbox_stats(server, sandbox).get("GET /files/download"), 20,
+                   "the download to start", step=0.01)
         code, _, err = server.run(sandbox, "mv %s/r.new %s/r" % (W, W))
         assert code == 0, err
         t.join(60)

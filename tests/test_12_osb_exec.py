@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from test_1_osb import Osb, W, egress_policy, osb, running, wait_for  # noqa: F401
+from osbhelp import W, Osb, egress_policy
+from osbtest import wait_until
 
 GO = W + "/go"
 WAIT_GO = "while [ ! -e %s ]; do sleep 0.05; done" % GO
@@ -110,7 +111,7 @@ def test_spawn_status_logs(server, osb, sandbox):
     st = status(osb, cid)
     assert st["id"] == cid and st["running"] == "true" and "exit_code" not in st and "finished" not in st
     assert st["command"] == "echo started; %s; echo done; exit 4" % WAIT_GO
-    wait_for("output of the spawned command", lambda: osb.ok("logs", cid).out == "started\n")
+    wait_until(lambda: osb.ok("logs", cid).out == "started\n", 30, "output of the spawned command")
     server.write_file(sandbox, GO, b"")
     res = osb.run("logs", "-f", cid)
     assert (res.rc, res.out, res.err) == (4, "started\ndone\n", "")

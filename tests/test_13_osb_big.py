@@ -8,7 +8,7 @@ everywhere, so it is kept to about ten seconds."""
 import os
 import threading
 
-from test_1_osb import W, make_file, osb, sanitized_build, sha256_file, workdir  # noqa: F401
+from osbhelp import W, make_file, sanitized_build, sha256_file
 
 SIZE = 256 << 20
 RSS_LIMIT_KIB = 32 << 10

@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from test_1_osb import (TEST_THREADS, W, Osb, check_sanitizer, osb, osbc, sandbox_stats, spawn,  # noqa: F401
-                        wait_for, workdir)
+from osbhelp import TEST_THREADS, W, Osb, check_sanitizer, sandbox_stats, spawn
+from osbtest import wait_until
 
 IMG = ["--image", "python:3.11", "--entrypoint", "sleep", "--entrypoint", "infinity"]
 
@@ -341,7 +341,7 @@ def test_command_answer_lost_is_not_rerun(fsrv, verb):
     assert res.err.startswith("osb: %s: POST %s/command: " % (verb, s.execd_url(sid))), res.describe()
     assert "reset" in res.err, res.describe()
     # ...but never runs the command a second time
-    wait_for("the command's line", lambda: s.stat(sid, W + "/log"))
+    wait_until(lambda: s.stat(sid, W + "/log"), 30, "the command's line")
     assert sandbox_stats(s, sid)["POST /command"] == 1
     assert s.read_file(sid, W + "/log") == b"line\n"
     code, out, _ = s.run(sid, "cat %s/log" % W)

@@ -16,8 +16,8 @@ import subprocess
 
 import pytest
 
-from mounthelp import make_mount  # noqa: F401  (fixture)
-from test_1_osb import W, Osb, sandbox_stats, wait_for
+from osbhelp import W, Osb, sandbox_stats
+from osbtest import wait_until
 
 APPEND = "echo x >> %s/count" % W
 
@@ -57,7 +57,7 @@ def test_spawn_whose_answer_is_lost_starts_once(fsrv):
     res = o.run("--server-proxy", "spawn", "--", APPEND)
     # osb has returned: a second start, if any, was sent before
     assert commands_sent(s, sid) == 1
-    wait_for("the command's line", lambda: s.stat(sid, W + "/count"))
+    wait_until(lambda: s.stat(sid, W + "/count"), 30, "the command's line")
     assert s.read_file(sid, W + "/count") == b"x\n"
     assert res.rc == 1 and res.out == "", res.describe()
     assert res.err.endswith("; the command may have started all the same\n"), res.describe()

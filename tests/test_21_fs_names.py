@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from mounthelp import fsync_path, make_mount  # noqa: F401  (fixture)
+from mounthelp import fsync_path
 
 NAMES = [
     "with space",

@@ -7,8 +7,6 @@ import os
 import subprocess
 import time
 
-from mounthelp import make_mount  # noqa: F401  (fixture)
-
 GIB = 1 << 30
 CHUNK = 1 << 20
 

@@ -5,13 +5,8 @@ the sandbox side too."""
 import hashlib
 import os
 import random
-import shutil
 import subprocess
 import time
-
-import pytest
-
-from mounthelp import make_mount, mount  # noqa: F401  (fixtures)
 
 
 def run(args, cwd=None, env=None, check=True):

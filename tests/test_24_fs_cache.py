@@ -6,11 +6,10 @@ import contextlib
 import errno
 import os
 import threading
-import time
 
 import pytest
 
-from mounthelp import make_mount  # noqa: F401  (fixture)
+from osbtest import wait_until
 
 
 def count(server, sid, key):
@@ -120,15 +119,12 @@ def test_cache_size_cap_evicts_clean_data(server, make_mount):
     # written files are never evicted before they are uploaded
     with open(m.p("dirty"), "wb") as f:
         f.write(b"d" * (6 << 20))
-    deadline = time.time() + 20
-    used = None
-    while time.time() < deadline:
-        used = sum(os.stat(os.path.join(r, n)).st_blocks * 512
+
+    def cache_used():
+        return sum(os.stat(os.path.join(r, n)).st_blocks * 512
                    for r, _, fs in os.walk(m.cache_dir) for n in fs)
-        if used <= 12 << 20:
-            break
-        time.sleep(0.2)
-    assert used <= 12 << 20, used
+
+    wait_until(lambda: cache_used() <= 12 << 20, 20, "the cache to shrink to 12 MiB", step=0.2)
     fd = os.open(m.p("dirty"), os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
@@ -160,13 +156,6 @@ def test_conflict_keeps_both_versions(server, make_mount):
 # error (ESTALE), never old bytes followed by new ones.
 
 MIB = 1 << 20
-
-
-def wait_for(pred, what, timeout=20):
-    deadline = time.time() + timeout
-    while not pred():
-        assert time.time() < deadline, "timed out waiting for " + what
-        time.sleep(0.01)
 
 
 def read_on(f, upto=None, chunk=128 << 10):
@@ -337,7 +326,8 @@ def test_download_broken_and_resumed_after_a_change_fails(server, make_mount):
     t = threading.Thread(target=reader)
     try:
         t.start()
-        wait_for(lambda: count(server, sid, "GET /files/download") >= 1, "the download")
+        wait_until(lambda: count(server, sid, "GET /files/download") >= 1, 20, "the download",
+                   step=0.01)
         code, _, err = server.run(sid, "mv %s %s" % (m.spath("next"), m.spath("big")))
         assert code == 0, err
         t.join(60)

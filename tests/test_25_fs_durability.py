@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from mounthelp import make_mount, wait_until  # noqa: F401  (fixture)
+from osbtest import wait_until
 
 
 def write_files(m, names, size=5000):
@@ -41,7 +41,7 @@ def test_kill9_with_dirty_files_then_remount_uploads_them(server, make_mount, tm
     m2 = make_mount(sandbox_id=sid, create=False, cache_dir=cache)
     for n, b in data.items():
         assert open(m2.p(n), "rb").read() == b
-    assert wait_until(lambda: server.stat(sid, m2.spath("renamed.txt")) is not None)
+    wait_until(lambda: server.stat(sid, m2.spath("renamed.txt")), 60, "the upload of renamed.txt")
     m2.stop()
     for n, b in data.items():
         code, out, _ = server.run(sid, "sha256sum '%s'" % m2.spath(n))
@@ -81,7 +81,7 @@ def test_fsync_against_stopped_server_is_eio_then_arrives(make_server, make_moun
     # still readable locally, and listed
     assert open(m.p("important"), "rb").read() == b"must not be lost"
     srv.restart()
-    assert wait_until(lambda: srv.stat(sid, m.spath("important")) is not None, timeout=90)
+    wait_until(lambda: srv.stat(sid, m.spath("important")), 90, "the upload of important")
     m.stop()
     assert srv.read_file(sid, m.spath("important")) == b"must not be lost"
 

@@ -5,7 +5,7 @@ import os
 import subprocess
 import time
 
-from mounthelp import OSBFS, Mount, is_mounted  # noqa: F401
+from mounthelp import OSBFS, Mount, is_mounted
 from osbtest import free_port
 
 

@@ -11,8 +11,6 @@ import random
 
 import pytest
 
-from mounthelp import make_mount  # noqa: F401  (fixture)
-
 NAMES = ["a", "b", "c", "d e", "f$g", "h%i", "sub/j", "sub/k"]
 
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from mounthelp import make_mount, wait_until  # noqa: F401  (fixture)
+from osbtest import wait_until
 
 
 @pytest.fixture
@@ -157,7 +157,7 @@ def test_an_upload_that_fails_at_once_is_retried_with_backoff(server, mount):
     info = open(mount.p(".osb", "info")).read()
     assert "/workspace/d/f (Not a directory)" in info
     # nothing was dropped: it stays in the cache for the next mount
-    assert mount.stop() != 0
+    mount.stop(expect_status=1)
     assert "1 file(s) not yet in the sandbox" in mount.log()
 
 
@@ -312,7 +312,8 @@ def test_server_away_fails_fast_serves_the_cache_and_recovers(make_server, make_
     assert open(m.p("cached.txt"), "rb").read() == b"read before"
     assert "cached.txt" in os.listdir(m.path)
     srv.restart()
-    assert wait_until(lambda: errno_of(os.stat, m.p("nothing-here")) == errno.ENOENT, 30)
+    wait_until(lambda: errno_of(os.stat, m.p("nothing-here")) == errno.ENOENT, 30,
+               "ENOENT again once the server is back")
     with open(m.p("after.txt"), "w") as f:
         f.write("back")
     ctl(m, "sync")

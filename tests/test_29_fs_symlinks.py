@@ -18,8 +18,6 @@ import uuid
 
 import pytest
 
-from mounthelp import make_mount  # noqa: F401  (fixture)
-
 
 @pytest.fixture
 def mount(make_mount):

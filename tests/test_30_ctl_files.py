@@ -1,5 +1,6 @@
 """The control tree's own files: README, info, ctl, egress, log, and
-the errors every bad use gets (DESIGN.md "The control tree")."""
+the errors every bad use gets (the tree is described in README.md,
+"Running commands: the control tree", and in its own .osb/README)."""
 
 import errno
 import json
@@ -12,10 +13,9 @@ import time
 
 import pytest
 
-from mounthelp import make_mount, mount  # noqa: F401
+from jobhelp import (expect_errno, info, kill_quietly, last_error, osb, read, read_bytes, start,
+                     status, wait, write)
 from osbtest import http_request
-from test_3_jobhelp import (expect_errno, info, kill_quietly, last_error, osb, read,
-                            read_bytes, start, status, wait, write)
 
 ROOT_FILES = {"README", "info", "ctl", "egress", "log", "run", "jobs"}
 
@@ -288,18 +288,17 @@ def test_several_verbs_run_in_order_and_stop_at_the_first_failure(mount):
     assert not log_lines(mount, "ctl: renew")
 
 
-def test_kill_destroys_the_sandbox(make_mount, server):
-    sid = server.create_sandbox()
-    try:
-        m = make_mount(sandbox_id=sid)
-        jid = start(m, "sleep 60")
-        write(osb(m, "ctl"), "kill")
-        assert server.request("GET", "/v1/sandboxes/" + sid)[0] == 404
-        assert info(m)["state"] == "Deleted"
-        # nobody waits forever for a job of a sandbox that is gone
-        assert wait(m, jid, timeout=30) == "error: the sandbox was deleted"
-    finally:
-        server.delete_sandbox(sid)
+def test_kill_destroys_the_sandbox(make_mount, server, make_sandbox):
+    sid = make_sandbox()
+    m = make_mount(sandbox_id=sid)
+    jid = start(m, "sleep 60")
+    write(osb(m, "ctl"), "kill")
+    assert server.request("GET", "/v1/sandboxes/" + sid)[0] == 404
+    assert info(m)["state"] == "Deleted"
+    # nobody waits forever for a job of a sandbox that is gone
+    assert wait(m, jid, timeout=30) == "error: the sandbox was deleted"
+    # the sandbox is gone: the daemon ends with 1
+    m.stop(expect_status=1)
 
 
 # ---- bad writes ----
@@ -420,36 +419,30 @@ def sidecar_policy(server, sid):
     return body["policy"]
 
 
-def test_egress_reads_and_patches_the_policy(make_mount, server):
-    sid = server.create_sandbox(networkPolicy=POLICY)
-    try:
-        m = make_mount(sandbox_id=sid)
-        pol = json.loads(read(osb(m, "egress")))
-        assert pol["policy"]["egress"] == [{"action": "allow", "target": "pypi.org"}]
-        write(osb(m, "egress"), "allow example.com\n")
-        write(osb(m, "egress"), '[{"action":"deny","target":"*.example.org"}]\n')
-        rules = json.loads(read(osb(m, "egress")))["policy"]["egress"]
-        assert {"action": "allow", "target": "example.com"} in rules
-        assert {"action": "deny", "target": "*.example.org"} in rules
-        assert {"action": "allow", "target": "pypi.org"} in rules
-        assert sidecar_policy(server, sid)["egress"] == rules
-    finally:
-        server.delete_sandbox(sid)
+def test_egress_reads_and_patches_the_policy(make_mount, server, make_sandbox):
+    sid = make_sandbox(networkPolicy=POLICY)
+    m = make_mount(sandbox_id=sid)
+    pol = json.loads(read(osb(m, "egress")))
+    assert pol["policy"]["egress"] == [{"action": "allow", "target": "pypi.org"}]
+    write(osb(m, "egress"), "allow example.com\n")
+    write(osb(m, "egress"), '[{"action":"deny","target":"*.example.org"}]\n')
+    rules = json.loads(read(osb(m, "egress")))["policy"]["egress"]
+    assert {"action": "allow", "target": "example.com"} in rules
+    assert {"action": "deny", "target": "*.example.org"} in rules
+    assert {"action": "allow", "target": "pypi.org"} in rules
+    assert sidecar_policy(server, sid)["egress"] == rules
 
 
-def test_egress_bad_input_is_einval(make_mount, server):
-    sid = server.create_sandbox(networkPolicy=POLICY)
-    try:
-        m = make_mount(sandbox_id=sid)
-        for bad in ("permit example.com\n", "allow\n", "allow a b\n", '{"action":"allow"}\n',
-                    "[]\n", b"\x00\x01"):
-            expect_errno(errno.EINVAL, write, osb(m, "egress"), bad)
-        assert "egress" in last_error(m)
-        # an unfinished JSON array fails when the file is closed
-        expect_errno(errno.EINVAL, write, osb(m, "egress"), '[{"action":"allow",')
-        assert sidecar_policy(server, sid)["egress"] == POLICY["egress"]
-    finally:
-        server.delete_sandbox(sid)
+def test_egress_bad_input_is_einval(make_mount, server, make_sandbox):
+    sid = make_sandbox(networkPolicy=POLICY)
+    m = make_mount(sandbox_id=sid)
+    for bad in ("permit example.com\n", "allow\n", "allow a b\n", '{"action":"allow"}\n',
+                "[]\n", b"\x00\x01"):
+        expect_errno(errno.EINVAL, write, osb(m, "egress"), bad)
+    assert "egress" in last_error(m)
+    # an unfinished JSON array fails when the file is closed
+    expect_errno(errno.EINVAL, write, osb(m, "egress"), '[{"action":"allow",')
+    assert sidecar_policy(server, sid)["egress"] == POLICY["egress"]
 
 
 def test_egress_without_a_sidecar_explains_itself(mount):

@@ -10,9 +10,9 @@ import subprocess
 import threading
 import time
 
-from mounthelp import make_mount, mount  # noqa: F401
-from test_3_jobhelp import (expect_errno, info, job_file, kill_quietly, last_error, osb, read,
-                            read_bytes, start, start_named, status, wait, wait_all, write)
+from jobhelp import (expect_errno, info, job_file, kill_quietly, last_error, osb, read, read_bytes,
+                     start, start_named, status, wait, wait_all, write)
+from osbtest import wait_until
 
 ID_RE = re.compile(r"\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{6}")
 JOB_FILES = {"cmd", "status", "exit_code", "stdout", "stderr", "ctl", "info"}  # and wait, unlisted
@@ -107,16 +107,21 @@ def test_follow_stdout_of_a_20s_job_while_two_readers_wait(mount):
         seen, got, pos = [], b"", 0
         path = osb(mount, "jobs", jid, "stdout")
         fd = os.open(path, os.O_RDONLY)
+
+        def follow():
+            """Reads what was added; true once the job has ended."""
+            nonlocal got, pos
+            size = os.fstat(fd).st_size
+            assert size >= pos, "the size went down: %d < %d" % (size, pos)
+            if size > pos:
+                data = os.pread(fd, size - pos, pos)
+                pos += len(data)
+                got += data
+                seen.append((time.monotonic() - t0, got.count(b"\n")))
+            return status(mount, jid) != "running"
+
         try:
-            while time.monotonic() - t0 < 60 and status(mount, jid) == "running":
-                size = os.fstat(fd).st_size
-                assert size >= pos, "the size went down: %d < %d" % (size, pos)
-                if size > pos:
-                    data = os.pread(fd, size - pos, pos)
-                    pos += len(data)
-                    got += data
-                    seen.append((time.monotonic() - t0, got.count(b"\n")))
-                time.sleep(0.25)
+            wait_until(follow, 60, "the job to end", step=0.25)
         finally:
             os.close(fd)
         for t in threads:

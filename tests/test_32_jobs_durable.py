@@ -4,56 +4,49 @@ machine) lists them, and another mount at the same time sees them."""
 
 import errno
 import os
-import time
 
-from mounthelp import make_mount  # noqa: F401
-from test_3_jobhelp import (deadline, expect_errno, job_file, kill_quietly, osb, read, start,
-                            start_named, status, wait, write)
-
-
-def test_a_new_mount_lists_the_jobs_with_status_and_output(make_mount, server):
-    sid = server.create_sandbox()
-    try:
-        m1 = make_mount(sandbox_id=sid)
-        done = start(m1, "echo out; echo err >&2; exit 3")
-        killed = start(m1, "sleep 60")
-        os.mkdir(osb(m1, "jobs", "later"))
-        long = start(m1, "sleep 60")
-        assert wait(m1, done) == "exited 3"
-        write(osb(m1, "jobs", killed, "ctl"), "kill")
-        assert wait(m1, killed) == "killed SIGTERM"
-        m1.stop()
-
-        m2 = make_mount(sandbox_id=sid)
-        assert m2.cache_dir != m1.cache_dir
-        assert os.listdir(osb(m2, "jobs")) == [done, killed, "later", long, "latest"]
-        assert status(m2, done) == "exited 3"
-        assert job_file(m2, done, "exit_code") == "3\n"
-        assert job_file(m2, done, "stdout") == "out\n"
-        assert job_file(m2, done, "stderr") == "err\n"
-        assert job_file(m2, done, "cmd") == "echo out; echo err >&2; exit 3"
-        assert status(m2, killed) == "killed SIGTERM"
-        assert status(m2, "later") == "created"
-        assert status(m2, long) == "running"
-        # the new mount controls the old mount's job
-        write(osb(m2, "jobs", long, "ctl"), "kill")
-        assert wait(m2, long) == "killed SIGTERM"
-    finally:
-        server.delete_sandbox(sid)
+from jobhelp import (expect_errno, job_file, kill_quietly, osb, read, start, start_named,
+                     status, wait, write)
+from osbtest import wait_until
 
 
-def test_a_job_keeps_running_after_unmount(make_mount, server):
-    sid = server.create_sandbox()
-    try:
-        m1 = make_mount(sandbox_id=sid)
-        jid = start(m1, "sleep 3; echo made > result.txt; echo finished")
-        m1.stop()
-        m2 = make_mount(sandbox_id=sid)
-        assert wait(m2, jid) == "exited 0"
-        assert job_file(m2, jid, "stdout") == "finished\n"
-        assert read(m2.p("result.txt")) == "made\n"
-    finally:
-        server.delete_sandbox(sid)
+def test_a_new_mount_lists_the_jobs_with_status_and_output(make_mount, server, make_sandbox):
+    sid = make_sandbox()
+    m1 = make_mount(sandbox_id=sid)
+    done = start(m1, "echo out; echo err >&2; exit 3")
+    killed = start(m1, "sleep 60")
+    os.mkdir(osb(m1, "jobs", "later"))
+    long = start(m1, "sleep 60")
+    assert wait(m1, done) == "exited 3"
+    write(osb(m1, "jobs", killed, "ctl"), "kill")
+    assert wait(m1, killed) == "killed SIGTERM"
+    m1.stop()
+
+    m2 = make_mount(sandbox_id=sid)
+    assert m2.cache_dir != m1.cache_dir
+    assert os.listdir(osb(m2, "jobs")) == [done, killed, "later", long, "latest"]
+    assert status(m2, done) == "exited 3"
+    assert job_file(m2, done, "exit_code") == "3\n"
+    assert job_file(m2, done, "stdout") == "out\n"
+    assert job_file(m2, done, "stderr") == "err\n"
+    assert job_file(m2, done, "cmd") == "echo out; echo err >&2; exit 3"
+    assert status(m2, killed) == "killed SIGTERM"
+    assert status(m2, "later") == "created"
+    assert status(m2, long) == "running"
+    # the new mount controls the old mount's job
+    write(osb(m2, "jobs", long, "ctl"), "kill")
+    assert wait(m2, long) == "killed SIGTERM"
+
+
+def test_a_job_keeps_running_after_unmount(make_mount, server, make_sandbox):
+    sid = make_sandbox()
+    m1 = make_mount(sandbox_id=sid)
+    jid = start(m1, "sleep 3; echo made > result.txt; echo finished")
+    m1.stop()
+    m2 = make_mount(sandbox_id=sid)
+    assert wait(m2, jid) == "exited 0"
+    assert job_file(m2, jid, "stdout") == "finished\n"
+    assert read(m2.p("result.txt")) == "made\n"
 
 
 def test_the_record_lives_in_the_sandbox(make_mount, server):
@@ -70,33 +63,29 @@ def test_the_record_lives_in_the_sandbox(make_mount, server):
     assert server.stat(m.sandbox_id, "/tmp/.osbfs/live/" + jid) is None
 
 
-def test_two_mounts_at_once_see_each_others_jobs(make_mount, server):
-    sid = server.create_sandbox()
-    try:
-        m1 = make_mount(sandbox_id=sid)
-        m2 = make_mount(sandbox_id=sid)
-        jid = start(m1, "sleep 2; echo from m1")
-        # m2 finds it by name at once, and follows it to its end
-        assert status(m2, jid) == "running"
-        assert wait(m2, jid) == "exited 0"
-        assert job_file(m2, jid, "stdout") == "from m1\n"
-        start_named(m2, "named", "sleep 60")
-        assert status(m1, "named") == "running"
-        write(osb(m1, "jobs", "named", "ctl"), "kill")
-        assert wait(m2, "named") == "killed SIGTERM"
-        expect_errno(errno.EEXIST, os.mkdir, osb(m1, "jobs", "named"))
-        # a job removed by one mount leaves the other's listing
-        os.rmdir(osb(m2, "jobs", jid))
-        with deadline(30):
-            while jid in os.listdir(osb(m1, "jobs")):
-                time.sleep(0.5)
-    finally:
-        server.delete_sandbox(sid)
+def test_two_mounts_at_once_see_each_others_jobs(make_mount, server, make_sandbox):
+    sid = make_sandbox()
+    m1 = make_mount(sandbox_id=sid)
+    m2 = make_mount(sandbox_id=sid)
+    jid = start(m1, "sleep 2; echo from m1")
+    # m2 finds it by name at once, and follows it to its end
+    assert status(m2, jid) == "running"
+    assert wait(m2, jid) == "exited 0"
+    assert job_file(m2, jid, "stdout") == "from m1\n"
+    start_named(m2, "named", "sleep 60")
+    assert status(m1, "named") == "running"
+    write(osb(m1, "jobs", "named", "ctl"), "kill")
+    assert wait(m2, "named") == "killed SIGTERM"
+    expect_errno(errno.EEXIST, os.mkdir, osb(m1, "jobs", "named"))
+    # a job removed by one mount leaves the other's listing
+    os.rmdir(osb(m2, "jobs", jid))
+    wait_until(lambda: jid not in os.listdir(osb(m1, "jobs")), 30,
+               "the removed job to leave the other mount's listing", step=0.5)
 
 
-def test_a_job_whose_process_vanished_is_an_error(make_server, make_mount):
+def test_a_job_whose_process_vanished_is_an_error(make_server, make_mount, make_sandbox):
     srv = make_server()
-    sid = srv.create_sandbox()
+    sid = make_sandbox(srv)
     m = make_mount(sandbox_id=sid, srv=srv)
     jid = start(m, "sleep 300")
     try:
@@ -112,4 +101,3 @@ def test_a_job_whose_process_vanished_is_an_error(make_server, make_mount):
         assert srv.stat(sid, "/tmp/.osbfs/live/" + jid) is None
     finally:
         kill_quietly(m, jid)
-        srv.delete_sandbox(sid)

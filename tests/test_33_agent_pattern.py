@@ -1,14 +1,13 @@
-"""What an agent with nothing but file tools does (DESIGN.md "Jobs"), and
-the ordering promises jobs keep: a job sees every write that completed
-before it started; what a job changed shows through the mount when it
-ends."""
+"""What an agent with nothing but file tools does: write files, start a job
+under .osb/jobs/, wait for it and read what it made, with open, write and
+read alone (README.md, "Running commands: the control tree"). And the
+ordering promises jobs keep: a job sees every write that completed before
+it started; what a job changed shows through the mount when it ends."""
 
 import errno
 import os
 
-from mounthelp import make_mount, mount  # noqa: F401
-from test_3_jobhelp import (expect_errno, info, job_file, last_error, osb, read, start, wait,
-                            write)
+from jobhelp import expect_errno, info, job_file, last_error, osb, read, start, wait, write
 
 
 def sys_write(path, data, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):

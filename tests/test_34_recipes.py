@@ -1,7 +1,7 @@
-"""The seed's recipes (shared/seeds: summarise a CSV, make a chart, run
-TypeScript, clone a repository and run its tests, start a long job and
-check on it later), done only through the mount: files written and read
-there, commands run as jobs through .osb/.
+"""Everyday recipes (summarise a CSV, make a chart, run TypeScript, clone
+a repository and run its tests, start a long job and check on it later),
+done only through the mount: files written and read there, commands run
+as jobs through .osb/ (README.md, "Running commands: the control tree").
 
 Needs in the sandbox (the local server shows the host's /usr): python3
 with matplotlib (Debian python3-matplotlib), git, node and tsc (npm
@@ -11,11 +11,9 @@ install -g typescript@5).
 import csv
 import io
 import os
-import time
 
-from mounthelp import make_mount, mount  # noqa: F401
-from test_3_jobhelp import (deadline, job_file, osb, read, read_bytes, start, start_named,
-                            status, wait, write)
+from jobhelp import job_file, osb, read, read_bytes, start, start_named, status, wait, write
+from osbtest import wait_until
 
 
 def run_ok(m, cmd, timeout=300):
@@ -130,53 +128,51 @@ def test_recipe_clone_a_repository_and_run_its_tests(mount):
     # the tests run as a job whose output is read while it runs
     jid = start(mount, "cd repo && python3 -u -m unittest -v 2>&1")
     partial = []  # output read while the job still ran
-    with deadline(120):
-        while True:
-            out = job_file(mount, jid, "stdout")
-            if status(mount, jid) != "running":
-                break
-            partial.append(out)
-            time.sleep(0.3)
+
+    def ended():
+        out = job_file(mount, jid, "stdout")
+        if status(mount, jid) != "running":
+            return True
+        partial.append(out)
+        return False
+
+    wait_until(ended, 120, "the test job to end", step=0.3)
     assert wait(mount, jid) == "exited 0"
     out = job_file(mount, jid, "stdout")
     assert "Ran 8 tests" in out and out.rstrip().endswith("OK")
     assert any("test_1 " in p and "test_7 " not in p for p in partial), partial
 
 
-def test_recipe_start_a_long_job_and_check_on_it_later(make_mount, server):
-    sid = server.create_sandbox()
-    try:
-        m1 = make_mount(sandbox_id=sid)
-        start_named(m1, "train", "for i in $(seq 1 8); do echo epoch $i; sleep 0.5; done")
-        assert status(m1, "train") == "running"
-        m1.stop()
-        # a later turn, maybe on another machine: a fresh mount polls it
-        m2 = make_mount(sandbox_id=sid)
-        seen = []
-        with deadline(60):
-            while True:
-                s = status(m2, "train")
-                seen.append(s)
-                if s != "running":
-                    break
-                time.sleep(0.5)
-        assert s == "exited 0" and "running" in seen
-        assert job_file(m2, "train", "stdout") == "".join("epoch %d\n" % i for i in range(1, 9))
-        assert job_file(m2, "train", "exit_code") == "0\n"
-    finally:
-        server.delete_sandbox(sid)
+def test_recipe_start_a_long_job_and_check_on_it_later(make_mount, server, make_sandbox):
+    sid = make_sandbox()
+    m1 = make_mount(sandbox_id=sid)
+    start_named(m1, "train", "for i in $(seq 1 8); do echo epoch $i; sleep 0.5; done")
+    assert status(m1, "train") == "running"
+    m1.stop()
+    # a later turn, maybe on another machine: a fresh mount polls it
+    m2 = make_mount(sandbox_id=sid)
+    seen = []
+
+    def ended():
+        seen.append(status(m2, "train"))
+        return seen[-1] != "running"
+
+    wait_until(ended, 60, "the job to end", step=0.5)
+    assert seen[-1] == "exited 0" and "running" in seen
+    assert job_file(m2, "train", "stdout") == "".join("epoch %d\n" % i for i in range(1, 9))
+    assert job_file(m2, "train", "exit_code") == "0\n"
 
 
 def test_recipe_install_output_streams_to_a_reader(mount):
-    # the seed's "run, which streams output": read the output as it grows
+    # a command whose output streams (an install, say): read the output as
+    # it grows, before the job ends
     jid = start(mount, "for i in 1 2 3 4 5; do echo step $i; sleep 0.4; done")
-    got = ""
-    with deadline(30):
-        while True:
-            got = job_file(mount, jid, "stdout")
-            if "step 2" in got or status(mount, jid) != "running":
-                break
-            time.sleep(0.1)
+
+    def some_output():
+        got = job_file(mount, jid, "stdout")
+        return ("step 2" in got or status(mount, jid) != "running") and got
+
+    got = wait_until(some_output, 30, "the second step's output", step=0.1)
     assert "step 5" not in got
     assert wait(mount, jid) == "exited 0"
     write(osb(mount, "ctl"), "invalidate")

@@ -3,7 +3,7 @@ alive while used, paused when idle and resumed on the next access,
 destroyed at unmount; TLS with a CA, the server proxy, secured execd
 endpoints; and a clear message for every failure."""
 
-import json
+import errno
 import os
 import subprocess
 import threading
@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from mounthelp import Mount, is_mounted, make_mount  # noqa: F401  (fixture)
+from jobhelp import info
+from mounthelp import Mount, is_mounted
+from osbtest import wait_until
 
 
 def state(srv, sid):
@@ -21,25 +23,10 @@ def state(srv, sid):
     return body["status"]["state"]
 
 
-def wait_for(pred, timeout=60, step=0.1):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    return pred()
-
-
 def list_by_name(srv, name):
     status, _, body = srv.request("GET", "/v1/sandboxes?metadata=name%%3D%s&pageSize=200" % name)
     assert status == 200
     return [s["id"] for s in body["items"]]
-
-
-def info(m):
-    with open(m.p(".osb", "info")) as f:
-        return json.load(f)
 
 
 # ---- names ----
@@ -120,23 +107,24 @@ def test_without_keepalive_the_ttl_ends_it(make_server, make_mount):
     srv = make_server(extra_args=["--min-timeout", "1"])
     m = make_mount(srv=srv, create=False, options=["timeout=2", "request_timeout=3s"])
     sid = m.sandbox_id
-    assert wait_for(lambda: state(srv, sid) is None, timeout=15) is None or state(srv, sid) is None
+    wait_until(lambda: state(srv, sid) is None, 15, "the sandbox to expire", step=0.1)
     # the mount stays up and says what happened
-    with pytest.raises(OSError):
+    with pytest.raises(OSError) as ei:
         os.listdir(m.p("x-" + str(time.time())))
-    inf = wait_for(lambda: info(m)["state"] == "Deleted" and info(m), timeout=30)
-    assert inf and inf["state"] == "Deleted"
+    assert ei.value.errno == errno.EIO
+    inf = wait_until(lambda: info(m)["state"] == "Deleted" and info(m), 30,
+                     "the mount to see the sandbox deleted", step=0.1)
     assert "no longer exists" in inf["last_error"]
-    assert m.stop() in (0, 1)
+    m.stop(expect_status=1)  # a sandbox that is gone ends the daemon with 1
 
 
 def test_idle_pause_then_transparent_resume(server, make_mount):
     m = make_mount(options=["idle_pause=1s", "attr_timeout=0", "dir_timeout=0"])
     sid = m.sandbox_id
     server.write_file(sid, m.spath("data.txt"), b"still here after a pause")
-    assert wait_for(lambda: state(server, sid) == "Paused", timeout=20)
+    wait_until(lambda: state(server, sid) == "Paused", 20, "the idle pause", step=0.1)
     # the daemon hears of it when the pause call's answer comes back
-    assert wait_for(lambda: info(m)["state"] == "Paused", timeout=10)
+    wait_until(lambda: info(m)["state"] == "Paused", 10, "the mount to see the pause", step=0.1)
     t0 = time.time()
     assert open(m.p("data.txt"), "rb").read() == b"still here after a pause"
     print("\nfirst read after an idle pause: %.2f s" % (time.time() - t0))
@@ -147,7 +135,7 @@ def test_idle_pause_then_transparent_resume(server, make_mount):
 def test_job_resumes_paused_sandbox_and_keeps_it_awake(server, make_mount):
     m = make_mount(options=["idle_pause=1s"])
     sid = m.sandbox_id
-    assert wait_for(lambda: state(server, sid) == "Paused", timeout=20)
+    wait_until(lambda: state(server, sid) == "Paused", 20, "the idle pause", step=0.1)
     fd = os.open(m.p(".osb", "run"), os.O_RDWR)
     os.write(fd, b"sleep 4; echo done\n")
     jid = os.read(fd, 200).decode().strip()
@@ -184,6 +172,9 @@ def test_ctl_pause_resume_renew_kill(server, make_mount):
         f.write("kill\n")
     assert state(server, sid) is None
     assert info(m)["state"] == "Deleted"
+    # the sandbox is gone: the daemon ends with 1, as when it is deleted
+    # from outside (test_sandbox_deleted_while_mounted)
+    m.stop(expect_status=1)
 
 
 # ---- connections ----
@@ -297,10 +288,11 @@ def test_sandbox_deleted_while_mounted(server, make_mount):
     m = make_mount(options=["attr_timeout=0", "dir_timeout=0", "request_timeout=3s"])
     sid = m.sandbox_id
     server.delete_sandbox(sid)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError) as ei:
         os.listdir(m.p())
+    assert ei.value.errno == errno.EIO
     inf = info(m)
     assert inf["state"] == "Deleted"
     assert sid in inf["last_error"] and "no longer exists" in inf["last_error"]
-    assert m.stop() in (0, 1)
+    m.stop(expect_status=1)  # a sandbox that is gone ends the daemon with 1
     assert not is_mounted(m.path)

@@ -6,8 +6,8 @@ still finishing its uploads, and refuses one that is still mounted."""
 import os
 import subprocess
 
-from mounthelp import OSBFS, fusermount_u, is_mounted, make_mount  # noqa: F401
-from test_3_jobhelp import info, osb
+from jobhelp import info, osb
+from mounthelp import OSBFS, fusermount_u, is_mounted
 
 
 def osbfs_u(m, timeout=300):
@@ -15,10 +15,10 @@ def osbfs_u(m, timeout=300):
                           timeout=timeout)
 
 
-def reap(m, timeout=120):
-    """The exit code of @m's daemon, once it has been unmounted."""
+def reap(m, timeout=120, expect_status=0):
+    """The exit status of @m's daemon, once it has been unmounted."""
     assert not is_mounted(m.path)
-    return m.stop(timeout=timeout)
+    return m.stop(timeout=timeout, expect_status=expect_status)
 
 
 def write_files(m, files):
@@ -82,7 +82,7 @@ def test_osbfs_u_with_the_server_down_names_the_pending_file(make_server, make_m
     assert m.spath("kept", "pending.txt") in r.stderr
     assert os.path.join(m.cache_dir, sid) in r.stderr
     assert not is_mounted(m.path)
-    reap(m)
+    reap(m, expect_status=1)
     # the next mount with the server back uploads it
     srv.restart()
     m2 = make_mount(sandbox_id=sid, srv=srv, create=False, cache_dir=m.cache_dir)

@@ -15,9 +15,8 @@ a child subreaper, starts osb from /bin/sh (a small address space) in the
 background, and os.wait4s it once sh has exited and osb has been
 reparented to it: ru_maxrss is then osb's own peak (within sh's ~1.5 MiB).
 
-Test files import the fixtures they use:
-    from test_1_osb import osb, osbc, workdir  # noqa: F401
-bench/transfer.py imports the rest without pytest, which it may not have.
+The fixtures built on these (osb, osbc, workdir, ...) are in conftest.py;
+this module needs no pytest: bench/transfer.py imports it too.
 """
 
 import hashlib
@@ -25,18 +24,11 @@ import json
 import os
 import queue
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-
-try:
-    import pytest
-except ImportError:  # bench/transfer.py, under a python3 without pytest
-    pytest = None
 
 from osbtest import BUILD, http_request
 
@@ -327,19 +319,6 @@ class Running:
                 pass
 
 
-def wait_for(what, fn, timeout=30, every=0.05):
-    """Polls fn() until it returns a true value (returned); fails after
-    @timeout. For state that changes on the server's own schedule."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise CheckFailed("timed out waiting for %s" % what)
-        time.sleep(every)
-
-
 def make_file(path, mib):
     """@mib MiB of incompressible bytes (each MiB numbered); their sha256."""
     h = hashlib.sha256()
@@ -377,46 +356,3 @@ def sandbox_record(server, sid):
     with open(os.path.join(server.data_dir, "sandboxes", sid, "record.json")) as f:
         return json.load(f)
 
-
-if pytest is not None:
-    @pytest.fixture
-    def workdir():
-        """A local scratch directory, removed at teardown."""
-        d = tempfile.mkdtemp(prefix="osb-test-")
-        yield d
-        shutil.rmtree(d, ignore_errors=True)
-
-    @pytest.fixture
-    def osb(server, sandbox):
-        """osb on a new sandbox of the session server."""
-        return Osb(server, sandbox)
-
-    @pytest.fixture
-    def osbc(server):
-        """osb on the session server, no sandbox chosen."""
-        return Osb(server)
-
-    @pytest.fixture
-    def cleanup_sandboxes(server):
-        """A list to append the ids of sandboxes a test creates; each is
-        deleted at teardown, whatever happened."""
-        ids = []
-        yield ids
-        for sid in ids:
-            try:
-                server.delete_sandbox(sid)
-            except Exception:
-                pass
-
-    @pytest.fixture
-    def running():
-        """start(osb, *args): background osb processes, stopped at teardown."""
-        procs = []
-
-        def start(o, *args):
-            r = o.start(*args)
-            procs.append(r)
-            return r
-        yield start
-        for r in procs:
-            r.close()
