@@ -6,7 +6,6 @@ counted by the server)."""
 import os
 import time
 
-from mounthelp import make_mount  # noqa: F401  (fixture)
 
 
 def count(server, sid, key):

@@ -16,7 +16,6 @@ import time
 import pytest
 
 import srctree
-from mounthelp import make_mount  # noqa: F401  (fixture)
 
 
 def requests(server, sid):
