@@ -210,11 +210,19 @@ out_unmount:
 			struct life_info li;
 			life_get(&fs, &li);
 			/* a sandbox that is gone takes nothing: do not wait */
-			int frc = strcmp(li.state, "Deleted") == 0 ?
-					  -ENOENT :
-					  wb_flush_all(&fs, HOLDER_FINISH_MS);
+			bool gone = strcmp(li.state, "Deleted") == 0;
+			int frc = gone ? 0 : wb_flush_all(&fs, HOLDER_FINISH_MS);
 			wb_get_stats(&fs, &st);
-			if (frc || st.dirty_files) {
+			if (gone && st.dirty_files) {
+				log_error("%zu file(s) never reached the sandbox, "
+					  "which was deleted; their data stays "
+					  "in %s",
+					  st.dirty_files, cache_dir(fs.cache));
+				status = 1;
+			} else if (gone) {
+				log_info("the sandbox was deleted; nothing was "
+					 "waiting to be uploaded");
+			} else if (frc || st.dirty_files) {
 				log_error("%zu file(s) not yet in the sandbox at "
 					  "unmount; they stay in %s and the "
 					  "next mount of this sandbox uploads "
