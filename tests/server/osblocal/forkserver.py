@@ -4,72 +4,49 @@ procs.py).  Standard library only; run as `python3 -I -S -c SOURCE FD`.
 FD is a SOCK_SEQPACKET socket to the local server.  Each message on it is
 one command: a JSON object {"argv", "env", "cwd", "uid", "gid", "groups",
 "fds"} and, as SCM_RIGHTS, a reply socket followed by the command's stdin,
-stdout, stderr and pass_fds (placed at the numbers in "fds").  The child
-sends b"P" on the reply socket before it execs (the server reads the
-child's pid from the message's SCM_CREDENTIALS, which the kernel gives in
-the server's pid namespace); when it has been reaped, this server sends
-b"X<wait status>".  b"E<text>" means it could not fork.  An empty read on
-FD (the server went away) ends the fork server.
+stdout, stderr and pass_fds (placed at the numbers in "fds").  Commands
+start with posix_spawn (a vfork: forking this process would cost several
+times more) as session leaders, through setpriv when a uid is given, as
+bubblewrap ran them.  The reply socket gets b"P" with a pidfd of the child
+(the server reads the pid it sees from the pidfd's fdinfo) and, once the
+child has been reaped, b"X<wait status>"; b"E<text>" if it could not start
+(the server then runs it with its own bubblewrap, which reports the error
+as before).  The server is a child subreaper, so orphans stay in its tree.
+An empty read on FD (the server went away) ends the fork server.
 """
 
 import fcntl
 import json
 import os
-import pwd
 import select
 import signal
 import socket
 import sys
 
 
-def child(req, reply, fds):
+def spawn(req, fds):
+    """Start one command; its pid (in this namespace), or OSError."""
+    targets = [0, 1, 2] + list(req["fds"])
+    top = max(targets) + 1
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, top) for fd in fds]
+    argv = req["argv"]
+    if req["uid"] is not None:
+        argv = ["/usr/bin/setpriv", "--reuid=%d" % req["uid"], "--regid=%d" % req["gid"],
+                "--init-groups" if req["groups"] else "--clear-groups"] + argv
     try:
-        os.setsid()
-        reply.send(b"P")
-        targets = [0, 1, 2] + list(req["fds"])
-        top = max(targets) + 1
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, top) for fd in fds]
-        for src, dst in zip(high, targets):
-            os.dup2(src, dst)
-        keep = sorted(set(targets))
-        lo = 3
-        for fd in keep + [1 << 20]:
-            if fd > lo:
-                os.closerange(lo, fd)
-            lo = max(lo, fd + 1)
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, [])
-        try:
-            os.chdir(req["cwd"])
-        except OSError as e:
-            os.write(2, ("bwrap: Can't chdir to %s: %s\n" % (req["cwd"], e.strerror)).encode())
-            os._exit(1)
-        if req["uid"] is not None:
-            uid, gid = req["uid"], req["gid"]
-            name = None
-            if req["groups"]:
-                try:
-                    name = pwd.getpwuid(uid).pw_name
-                except KeyError:
-                    pass
-            if name:
-                os.initgroups(name, gid)
-            else:
-                os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-        argv = req["argv"]
-        try:
-            os.execvpe(argv[0], argv, req["env"])
-        except OSError as e:
-            os.write(2, ("bwrap: execvp %s: %s\n" % (argv[0], e.strerror)).encode())
+        os.chdir(req["cwd"])
+        return os.posix_spawn(argv[0], argv, req["env"], setsid=True,
+                              file_actions=[(os.POSIX_SPAWN_DUP2, a, b) for a, b in zip(high, targets)],
+                              setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD))
     finally:
-        os._exit(1)
+        os.chdir("/")
+        for fd in high:
+            os.close(fd)
 
 
 def main():
     ctl = socket.socket(fileno=int(sys.argv[1]))
+    ctl.set_inheritable(False)
     try:  # orphans come back to this process, so they stay in its tree
         import ctypes
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
@@ -103,20 +80,22 @@ def main():
             msg, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 256)
             if not msg:
                 return
-            req, reply = json.loads(msg), socket.socket(fileno=fds[0])
+            for fd in fds:
+                os.set_inheritable(fd, False)
+            reply = socket.socket(fileno=fds[0])
             try:
-                pid = os.fork()
+                pid = spawn(json.loads(msg), fds[1:])
+                pidfd = os.pidfd_open(pid)
+                try:
+                    socket.send_fds(reply, [b"P"], [pidfd])
+                finally:
+                    os.close(pidfd)
+                kids[pid] = reply
             except OSError as e:
                 reply.send(b"E" + str(e).encode())
-                pid = None
-            if pid == 0:
-                child(req, reply, fds[1:])
+                reply.close()
             for fd in fds[1:]:
                 os.close(fd)
-            if pid is None:
-                reply.close()
-            else:
-                kids[pid] = reply
 
 
 main()

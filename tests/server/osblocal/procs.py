@@ -2,30 +2,30 @@
 
 Each sandbox has one long-lived bubblewrap, its holder, started with the
 sandbox's first command: inside it runs forkserver.py (with the host's
-python3, which the view below contains), and every command is forked by it
-inside the holder's pid, ipc and mount namespaces, as execd forks inside its
-container; this costs a fork rather than a new bubblewrap.  The server hands
-it the argv, env, cwd and uid/gid (what setpriv did) over a Unix socket, with
-the command's stdin/stdout/stderr and pass_fds as SCM_RIGHTS; the child is a
-session leader (setsid) and its pid, as the host sees it, comes back in the
-socket's credentials, so process groups are signalled from here as before.
+python3, which the view below contains), and starts every command inside
+the holder's pid, ipc and mount namespaces, as execd forks inside its
+container; this costs a posix_spawn rather than a new bubblewrap.  The
+server hands it the argv, env, cwd and uid/gid over a Unix socket, with the
+command's stdin/stdout/stderr and pass_fds as SCM_RIGHTS; the child is a
+session leader (setsid) and its pid, as the host sees it, comes back as a
+pidfd, so process groups are signalled from here as before.
 A HeldProc stands for the child where a Popen did: pid, poll, wait and
 returncode (negative for a signal death, which the server reports as execd
 does: -1 and "signal: ...").  A command's orphans live on, as they do in a
-container, until the sandbox is killed or deleted.  The fork server is a child
-subreaper, so a command's orphans stay in its tree, where pause and resume
+container, until the sandbox is killed or deleted; the fork server is a
+child subreaper, so they stay in its tree, where pause and resume
 (signal_held) find them; stop_holder kills the holder, and with it everything
 in its pid namespace.  If the holder cannot be started (or a request is too
-big for one message), the command gets its own bubblewrap as before.
+big for one message, or cannot start there), the command gets its own
+bubblewrap as before.
 
 Every bubblewrap (holder or per command) is forked from one long-lived
-spawner thread: bwrap's
---die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that forked it
-exits, so forking from a short-lived request thread would kill a background
-command as soon as its request ended, and the holder dies with the
-server.  Bubblewraps are session leaders (setsid), so a process group signal
-reaches bwrap and everything inside; with --unshare-pid, the processes
-inside die when bwrap dies.
+spawner thread: bwrap's --die-with-parent (PR_SET_PDEATHSIG) fires when the
+*thread* that forked it exits, so forking from a short-lived request thread
+would kill a background command as soon as its request ended; the holder
+dies with the server.  Bubblewraps are session leaders (setsid), so a
+process group signal reaches bwrap and everything inside; with
+--unshare-pid, the processes inside die when bwrap dies.
 
 The bwrap view mirrors sandboxfs: the sandbox rootfs read-only at "/", the
 host's system directories read-only on top, the writable directories bound
@@ -145,6 +145,20 @@ def _recv_pid(sock):
     return msg[:1], None
 
 
+def _recv_pidfd(sock):
+    """(first byte, pid of the pidfd sent with it as this process sees it)
+    of the next message on sock."""
+    msg, fds, _, _ = socket.recv_fds(sock, 64, 1)
+    pid = None
+    for fd in fds:
+        with open("/proc/self/fdinfo/%d" % fd) as f:
+            for line in f:
+                if line.startswith("Pid:"):
+                    pid = int(line.split()[1])
+        os.close(fd)
+    return msg[:1], pid
+
+
 class Holder:
     def __init__(self, fs):
         ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -172,13 +186,12 @@ class Holder:
     def spawn(self, cwd, argv, env, fds, uid, gid, groups_from, pass_fds):
         """A HeldProc, or None when the holder cannot take this command."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         req = json.dumps({"argv": list(argv), "env": env, "cwd": cwd, "uid": uid, "gid": gid,
                           "groups": bool(groups_from), "fds": list(pass_fds)}).encode()
         try:
             with theirs:
                 socket.send_fds(self.ctl, [req], [theirs.fileno()] + list(fds) + list(pass_fds))
-            kind, pid = _recv_pid(ours)
+            kind, pid = _recv_pidfd(ours)
         except OSError:
             kind = None
         if kind != b"P" or not pid:
