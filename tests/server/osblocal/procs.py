@@ -1,11 +1,31 @@
 """Running processes inside a sandbox with bubblewrap.
 
-Every child is forked from one long-lived spawner thread: bwrap's
---die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that forked it
-exits, so forking from a short-lived request thread would kill a background
-command as soon as its request ended.  Children are session leaders
-(setsid), so a process group signal reaches bwrap and everything inside;
-with --unshare-pid, the sandbox's processes die when bwrap dies.
+Each sandbox has one long-lived bubblewrap, its holder, started with the
+sandbox's first command: inside it runs forkserver.py (with the host's
+python3, which the view below contains), and starts every command inside
+the holder's pid, ipc and mount namespaces, as execd forks inside its
+container; this costs a posix_spawn rather than a new bubblewrap.  The
+server hands it the argv, env, cwd and uid/gid over a Unix socket, with the
+command's stdin/stdout/stderr and pass_fds as SCM_RIGHTS; the child is a
+session leader (setsid) and its pid, as the host sees it, comes back as a
+pidfd, so process groups are signalled from here as before.
+A HeldProc stands for the child where a Popen did: pid, poll, wait and
+returncode (negative for a signal death, which the server reports as execd
+does: -1 and "signal: ...").  A command's orphans live on, as they do in a
+container, until the sandbox is killed or deleted; the fork server is a
+child subreaper, so they stay in its tree, where pause and resume
+(signal_held) find them; stop_holder kills the holder, and with it everything
+in its pid namespace.  If the holder cannot be started (or a request is too
+big for one message, or cannot start there), the command gets its own
+bubblewrap as before.
+
+Every bubblewrap (holder or per command) is forked from one long-lived
+spawner thread: bwrap's --die-with-parent (PR_SET_PDEATHSIG) fires when the
+*thread* that forked it exits, so forking from a short-lived request thread
+would kill a background command as soon as its request ended; the holder
+dies with the server.  Bubblewraps are session leaders (setsid), so a
+process group signal reaches bwrap and everything inside; with
+--unshare-pid, the processes inside die when bwrap dies.
 
 The bwrap view mirrors sandboxfs: the sandbox rootfs read-only at "/", the
 host's system directories read-only on top, the writable directories bound
@@ -14,10 +34,14 @@ default capabilities minus MKNOD (no CAP_SYS_ADMIN: nothing can be
 remounted read-write).
 """
 
+import json
 import os
 import queue
 import signal
+import socket
+import struct
 import subprocess
+import sys
 import threading
 import time
 
@@ -86,8 +110,158 @@ def bwrap_argv(fs, cwd, argv, uid=None, gid=None, groups_from=None):
     return a + list(argv)
 
 
+class HeldProc:
+    """A command forked by a holder, with the Popen calls the server uses."""
+
+    def __init__(self, sock, pid):
+        self.pid, self.returncode, self._done = pid, None, threading.Event()
+        threading.Thread(target=self._wait, args=(sock,), daemon=True).start()
+
+    def _wait(self, sock):
+        try:
+            msg = sock.recv(64)
+        except OSError:
+            msg = b""
+        sock.close()
+        # no status: the holder died, taking the command with it
+        self.returncode = os.waitstatus_to_exitcode(int(msg[1:])) if msg[:1] == b"X" else -signal.SIGKILL
+        self._done.set()
+
+    def poll(self):
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if not self._done.wait(timeout):
+            raise subprocess.TimeoutExpired("held command", timeout)
+        return self.returncode
+
+
+def _recv_pid(sock):
+    """(first byte, sender's pid) of the next message on sock."""
+    msg, anc, _, _ = sock.recvmsg(64, socket.CMSG_SPACE(12))
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+            return msg[:1], struct.unpack("iII", data[:12])[0]
+    return msg[:1], None
+
+
+def _recv_pidfd(sock):
+    """(first byte, pid of the pidfd sent with it as this process sees it)
+    of the next message on sock."""
+    msg, fds, _, _ = socket.recv_fds(sock, 64, 1)
+    pid = None
+    for fd in fds:
+        with open("/proc/self/fdinfo/%d" % fd) as f:
+            for line in f:
+                if line.startswith("Pid:"):
+                    pid = int(line.split()[1])
+        os.close(fd)
+    return msg[:1], pid
+
+
+class Holder:
+    def __init__(self, fs):
+        ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ctl.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        with open(os.path.join(os.path.dirname(__file__), "forkserver.py")) as f:
+            src = f.read()
+        try:
+            self.proc = spawner().popen(
+                bwrap_argv(fs, "/", ["/usr/bin/python3", "-I", "-S", "-c", src, str(theirs.fileno())]),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"},
+                start_new_session=True, close_fds=True, pass_fds=(theirs.fileno(),), cwd="/")
+        finally:
+            theirs.close()
+        self.ctl = ctl
+        ctl.settimeout(20)
+        try:
+            kind, self.server_pid = _recv_pid(ctl)
+        except OSError:
+            kind = None
+        ctl.settimeout(None)
+        if kind != b"R" or not self.server_pid:
+            self.stop()
+            raise OSError("the fork server did not start")
+
+    def spawn(self, cwd, argv, env, fds, uid, gid, groups_from, pass_fds):
+        """A HeldProc, or None when the holder cannot take this command."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        req = json.dumps({"argv": list(argv), "env": env, "cwd": cwd, "uid": uid, "gid": gid,
+                          "groups": bool(groups_from), "fds": list(pass_fds)}).encode()
+        try:
+            with theirs:
+                socket.send_fds(self.ctl, [req], [theirs.fileno()] + list(fds) + list(pass_fds))
+            kind, pid = _recv_pidfd(ours)
+        except OSError:
+            kind = None
+        if kind != b"P" or not pid:
+            ours.close()
+            return None
+        return HeldProc(ours, pid)
+
+    def stop(self):
+        kill_tree(self.proc)
+        self.ctl.close()
+        self.proc.wait()
+
+
+HOLDERS = {}  # id(fs) -> Holder, or None when it could not be started
+HOLDERS_LOCK = threading.Lock()
+
+
+def _holder(fs):
+    with HOLDERS_LOCK:
+        if id(fs) not in HOLDERS:
+            try:
+                HOLDERS[id(fs)] = Holder(fs)
+            except OSError as e:
+                sys.stderr.write("bwrap holder for %s: %s; one bubblewrap per command\n" % (fs.rootfs, e))
+                HOLDERS[id(fs)] = None
+        return HOLDERS[id(fs)]
+
+
+def stop_holder(fs):
+    """Kill the sandbox's holder and everything in it; the next command
+    starts a new one."""
+    with HOLDERS_LOCK:
+        h = HOLDERS.pop(id(fs), None)
+    if h is not None:
+        h.stop()
+
+
+def signal_held(fs, sig):
+    """Signal every process the sandbox's holder has forked."""
+    h = HOLDERS.get(id(fs))
+    if h is not None:
+        for p in descendants(h.server_pid)[1:]:
+            try:
+                os.kill(p, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _fd(f):
+    if f is subprocess.DEVNULL:
+        return None
+    return f if isinstance(f, int) else f.fileno()
+
+
 def run_in_sandbox(fs, cwd, argv, env, stdout, stderr, stdin=subprocess.DEVNULL,
                    uid=None, gid=None, groups_from=None, pass_fds=()):
+    h = _holder(fs)
+    if h is not None:
+        fds = [_fd(stdin), _fd(stdout), _fd(stderr)]
+        null = os.open(os.devnull, os.O_RDWR) if None in fds else None
+        try:
+            p = h.spawn(cwd, argv, env, [null if fd is None else fd for fd in fds],
+                        uid, gid, groups_from, pass_fds)
+        finally:
+            if null is not None:
+                os.close(null)
+        if p is not None:
+            return p
+        if h.proc.poll() is not None:
+            stop_holder(fs)  # it died: the next command starts a new one
     return spawner().popen(bwrap_argv(fs, cwd, argv, uid, gid, groups_from),
                            stdin=stdin, stdout=stdout, stderr=stderr, env=env,
                            start_new_session=True, close_fds=True, pass_fds=pass_fds,

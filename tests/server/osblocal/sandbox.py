@@ -118,9 +118,11 @@ class Sandbox:
         with self.lock:
             self.frozen = stop
             ps = list(self.procs)
+        sig = signal.SIGSTOP if stop else signal.SIGCONT
         for p in ps:
             if p.poll() is None:
-                procs.signal_tree(p.pid, signal.SIGSTOP if stop else signal.SIGCONT)
+                procs.signal_tree(p.pid, sig)
+        procs.signal_held(self.fs, sig)
 
     def kill_all(self):
         self.code.stop_all()
@@ -133,6 +135,7 @@ class Sandbox:
                 p.wait(5)
             except Exception:
                 pass
+        procs.stop_holder(self.fs)
 
     # -- the pause gate ---------------------------------------------------------------
 
