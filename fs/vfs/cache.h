@@ -242,9 +242,4 @@ void cache_forget(struct cache *c, struct cfile *cf);
  * disk asks for everything: INT64_MAX). Unsaved data is never dropped.
  * Returns the bytes freed. Takes the node lock then the cache lock. */
 int64_t cache_evict(struct cache *c, int64_t need);
-/* After a write to the cache dir failed with @err (an errno, of either
- * sign): on a full disk, clean cached data makes room. True when some
- * was freed, so the write is worth trying once more. */
-bool cache_room_made(struct cache *c, int err);
-
 #endif /* OSBFS_CACHE_H */

@@ -150,6 +150,11 @@ void cache_discard(struct cache *c, struct cfile *cf);
 /* Whether a dirty file is @d or below it (c->nt->lock and c->lock held). */
 bool cache_dirty_below_locked(struct cache *c, const struct node *d);
 
+/* After a write to the cache dir failed with @err (an errno, of either
+ * sign): on a full disk, clean cached data makes room. True when some
+ * was freed, so the write is worth trying once more. */
+bool cache_room_made(struct cache *c, int err);
+
 /* A cfile of id @id for recovery (c->lock held); NULL on ENOMEM. */
 struct cfile *cache_cfile_new(struct cache *c, uint64_t id);
 /* Puts @cf on the dirty list (c->lock held; the list takes a ref). */

@@ -98,11 +98,8 @@ static void finish(struct walk *w, struct node *d)
  * entries in the answer: not if the answer was cut on its way. */
 static bool all_came(const struct walk *w, const char *rel)
 {
-	if (!w->last)
-		return true;
-	size_t n = strlen(rel);
-	return strncmp(w->last, rel, n) != 0 ||
-	       (w->last[n] != '\0' && w->last[n] != '/');
+	return !w->last ||
+	       (strcmp(w->last, rel) != 0 && !path_below(rel, w->last));
 }
 
 /* What the sandbox says of child @c, unless a change raced or local

@@ -69,29 +69,14 @@ int cache_recover(struct cache *c, cache_recover_fn fn, void *arg)
 	return count;
 }
 
-/* Whether @path is @root or below it; *ret_rel = the rest. */
-static bool under_root(const char *root, const char *path,
-		       const char **ret_rel)
-{
-	size_t n = strlen(root);
-	if (strcmp(root, "/") == 0) {
-		*ret_rel = path + 1;
-		return true;
-	}
-	if (strncmp(path, root, n) != 0 || (path[n] != '/' && path[n]))
-		return false;
-	*ret_rel = path[n] ? path + n + 1 : path + n;
-	return true;
-}
-
 /* A dirty file left by an earlier run: back into the tree, due now. */
 static void recovered(void *arg, const char *path, struct cfile *cf)
 {
 	struct osbfs *fs = arg;
-	const char *rel;
 
 	cf->due_ms = mono_ms();
-	if (!under_root(fs->root, path, &rel) || !*rel) {
+	const char *rel = path_below(fs->root, path);
+	if (!rel || !*rel) {
 		/* outside what this mount shows: upload it right here */
 		struct rupload u = { .path = path, .size = cf->size,
 				     .mode = cf->m.mode, .owner = cf->m.owner,

@@ -472,8 +472,7 @@ static const char *base_name(const char *path)
 	return s ? s + 1 : path;
 }
 
-/* @path's part below @dir ("a/b"), or NULL if it is not below it. */
-static const char *below(const char *dir, const char *path)
+const char *path_below(const char *dir, const char *path)
 {
 	size_t n = strcmp(dir, "/") == 0 ? 0 : strlen(dir);
 	if (strncmp(path, dir, n) != 0 || path[n] != '/')
@@ -524,7 +523,7 @@ int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
 	for (size_t i = 0; i < n; i++) {
 		/* one level: the base name, as a listing names it; deeper:
 		 * the path below @dir, and nothing that is not below it */
-		const char *name = depth > 1 ? below(dir, ents[i].path) :
+		const char *name = depth > 1 ? path_below(dir, ents[i].path) :
 					       base_name(ents[i].path);
 		d[k].name = name ? strdup(name) : NULL;
 		if (!d[k].name)

@@ -28,6 +28,10 @@ void rdent_array_free(struct rdent *d, size_t n);
 
 void fattr_from_stat(struct fattr *a, const struct osb_stat *st);
 
+/* @path's part below directory @dir ("a/b"; "" for "@dir/"), or NULL if
+ * it is not below it (@dir itself is not). */
+const char *path_below(const char *dir, const char *path);
+
 int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret);
 int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 		size_t *ret_n);

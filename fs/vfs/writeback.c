@@ -215,19 +215,14 @@ static bool same_dir(const char *a, const char *b)
 /* Whether directory @top is directory @dir or above it. */
 static bool dir_holds(const char *top, const char *dir)
 {
-	size_t len = strlen(top);
-	if (strcmp(top, "/") == 0)
-		return true;
-	return strncmp(dir, top, len) == 0 &&
-	       (dir[len] == '\0' || dir[len] == '/');
+	return strcmp(top, dir) == 0 || path_below(top, dir);
 }
 
-/* The levels of @path below directory @top. */
+/* The levels of @path below directory @top, which holds it. */
 static int levels_below(const char *top, const char *path)
 {
-	const char *rel = path + (strcmp(top, "/") == 0 ? 1 : strlen(top) + 1);
 	int n = 1;
-	for (; *rel; rel++)
+	for (const char *rel = path_below(top, path); *rel; rel++)
 		n += *rel == '/';
 	return n;
 }
@@ -295,14 +290,13 @@ static int check_by_walk(struct osbfs *fs, struct writeback *wb,
 				     mono_ms() + CHECK_WALK_PAUSE_MS);
 		rc = -EAGAIN;
 	}
-	size_t skip = strcmp(top, "/") == 0 ? 1 : strlen(top) + 1;
 	for (size_t i = 0; !rc && i < n; i++) {
 		struct item *it = &items[i];
 		if (it->skip || it->m.base == BASE_UNKNOWN)
 			continue;
 		const struct fattr *ra = NULL;
 		for (size_t e = 0; !ra && e < ne; e++)
-			if (strcmp(ents[e].name, it->path + skip) == 0)
+			if (strcmp(ents[e].name, path_below(top, it->path)) == 0)
 				ra = &ents[e].attr;
 		rc = check_one(fs, wb, it, ra, ra != NULL);
 		it->m.base = BASE_UNKNOWN; /* checked */
