@@ -4,6 +4,7 @@ of the parent's listing, which answers for every sibling (requests
 counted by the server)."""
 
 import os
+import threading
 import time
 
 
@@ -150,3 +151,37 @@ def test_one_listing_checks_a_batch_in_many_directories(server, make_mount):
     aside = [n for n in out.split() if n.startswith("n1.conflict-")]
     assert len(aside) == 1, out
     assert server.read_file(sid, m.spath("y", "z", aside[0])) == b"theirs"
+
+
+def test_a_listing_older_than_an_upload_does_not_undo_it(server, make_mount):
+    """A listing asked for before uploads landed, and answered after
+    them, tells of the files as they were: it must not hide a new file
+    nor bring back an old size (the reader would get ENOENT, ESTALE or
+    short bytes)."""
+    m = make_mount(options=["writeback_delay=1h", "attr_timeout=30s", "dir_timeout=30s"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("d", "old"), b"old")
+    with open(m.p("d", "old"), "w") as f:
+        f.write("rewritten here")
+    with open(m.p("d", "new"), "w") as f:
+        f.write("made here")
+    server.set_faults(next=1, kinds=["late"], delay_ms=1500, path="/directories/list")
+    try:
+        listed = []
+        t = threading.Thread(target=lambda: listed.append(sorted(os.listdir(m.p("d")))))
+        t.start()
+        time.sleep(0.5)  # the listing is made: its answer is on its way
+        with open(m.p(".osb", "ctl"), "w") as f:
+            f.write("sync\n")
+        t.join(30)
+        assert not t.is_alive()
+    finally:
+        server.clear_faults()
+    assert server.read_file(sid, m.spath("d", "new")) == b"made here"
+    assert listed == [["new", "old"]]
+    assert os.stat(m.p("d", "old")).st_size == len("rewritten here")
+    with open(m.p("d", "old")) as f:
+        assert f.read() == "rewritten here"
+    with open(m.p("d", "new")) as f:
+        assert f.read() == "made here"
+    assert sorted(os.listdir(m.p("d"))) == ["new", "old"]

@@ -81,8 +81,9 @@ static void finish(struct walk *w, struct node *d)
 	for (struct node *c = d->child_first; c; c = c->sib_next) {
 		if (c->listed_gen == d->list_gen)
 			continue;
-		if (node_has_local(fs, c)) {
-			c->listed_gen = d->list_gen; /* not uploaded yet */
+		if (node_has_local(fs, c) || raced(w, c)) {
+			/* not uploaded yet, or uploaded after the asking */
+			c->listed_gen = d->list_gen;
 		} else if (!r) {
 			c->attr_valid = false;
 			c->neg_expiry = w->now + fs->opt->negative_timeout_ms;
@@ -102,11 +103,12 @@ static bool all_came(const struct walk *w, const char *rel)
 	       (strcmp(w->last, rel) != 0 && !path_below(rel, w->last));
 }
 
-/* What the sandbox says of child @c, unless a change raced or local
- * data holds it (nodes lock held). */
+/* What the sandbox says of child @c, unless local data holds it or a
+ * change of ours to it (an upload that landed) came after the asking
+ * (nodes lock held). */
 static void take_attr(struct walk *w, struct node *c, const struct fattr *a)
 {
-	if (node_has_local(w->fs, c))
+	if (node_has_local(w->fs, c) || raced(w, c))
 		return;
 	if (c->link_target &&
 	    (a->type != OSB_SYMLINK ||

@@ -62,7 +62,10 @@ struct node {
 	uint64_t list_gen;      /* bumped when the listing is refetched */
 	uint64_t listed_gen;    /* the parent's list_gen when we were in it */
 	uint64_t change_gen;    /* the table's change_seq at our last change
-				   under this dir */
+				   under this dir, or of this node (an
+				   upload landed, times were set): an answer
+				   asked for before it is older than what we
+				   know */
 	bool listing;           /* a listing is being fetched (dir_load) */
 	long long listed_at;    /* monotonic ms when the last listing that
 				   made list_valid was asked for */
@@ -94,7 +97,7 @@ struct node_table {
 	pthread_mutex_t lock;
 	pthread_cond_t listed;  /* with lock: a node's listing is done */
 	uint64_t next_ino;
-	uint64_t change_seq;    /* counts our changes under directories */
+	uint64_t change_seq;    /* counts our changes (change_gen) */
 	struct node **by_ino;
 	size_t ino_buckets;
 	struct node **by_name;

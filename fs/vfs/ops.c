@@ -283,6 +283,7 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 		}
 	}
 	uint64_t gen = h->n->parent ? h->n->parent->change_gen : 0;
+	uint64_t own = h->n->change_gen;
 	pthread_mutex_unlock(&fs->nodes.lock);
 
 	int rc = remote_stat(fs, h->path, &a);
@@ -290,7 +291,8 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 
 	pthread_mutex_lock(&fs->nodes.lock);
 	/* a change we made meanwhile wins over what was fetched */
-	bool raced = h->n->parent && h->n->parent->change_gen != gen;
+	bool raced = (h->n->parent && h->n->parent->change_gen != gen) ||
+		     h->n->change_gen != own;
 	if (rc == -ENOENT && !raced && !node_has_local(fs, h->n)) {
 		node_set_negative(h->n, now + fs->opt->negative_timeout_ms);
 	} else if (!rc && !raced && !node_has_local(fs, h->n)) {
@@ -307,7 +309,7 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 			*ret = h->n->attr;
 	}
 	/* the sandbox's version may not be the one cached: it goes */
-	if (h->n->cf && fetched && !node_has_local(fs, h->n))
+	if (h->n->cf && fetched && !raced && !node_has_local(fs, h->n))
 		cache_check_version(fs->cache, h->n->cf, &a);
 	pthread_mutex_unlock(&fs->nodes.lock);
 	return rc;

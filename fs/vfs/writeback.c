@@ -430,7 +430,10 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			wb->uploaded_files++;
 			wb->uploaded_bytes += (uint64_t)it->size;
 		}
-		/* what the sandbox now has is what we show */
+		/* what the sandbox now has is what we show, and an answer
+		 * asked for before this (a listing, a stat) is older */
+		if (cf->node)
+			cf->node->change_gen = ++fs->nodes.change_seq;
 		if (cf->node && !cf->dirty && cf->node->attr_valid) {
 			cf->node->attr.size = it->size;
 			cf->node->attr.mtime = it->m.mtime;
@@ -576,6 +579,7 @@ static int apply_dir_times(struct osbfs *fs)
 			n->times_pending = false;
 			fs->pending_dir_times--;
 			n->attr.mtime = ps.d[i].mtime;
+			n->change_gen = ++fs->nodes.change_seq;
 		}
 		node_unref(&fs->nodes, n);
 	}

@@ -112,7 +112,7 @@ class ExecdHandler(Handler):
             return self.send_json(401, {"error": "Unauthorized: invalid or missing header X-EXECD-ACCESS-TOKEN"})
         if route is None:
             return self.not_found()
-        route.fn(**route.params)
+        self.serve(route)
 
     # -- small handlers ------------------------------------------------------------
 

@@ -15,6 +15,8 @@ the rule's kinds, chosen at random:
   cut          serve a download, but send only the first half of its body,
                wait delay_ms, then close with an RST (a transfer broken
                mid-way; other requests are served whole)
+  late         perform the request now, send its answer after delay_ms (an
+               answer that was true when made and is old when it arrives)
 
 "next": N makes the next N matching requests fail; after those, "rate" (a
 fraction) applies.  Counting: every request that reaches a listener is counted
@@ -25,7 +27,7 @@ import random
 import re
 import threading
 
-KINDS = ("reset", "reset_after", "500", "502", "503", "504", "delay", "cut")
+KINDS = ("reset", "reset_after", "500", "502", "503", "504", "delay", "cut", "late")
 
 
 class FaultRule:

@@ -194,6 +194,17 @@ class NullWriter:
         return 0
 
 
+class BufferWriter(NullWriter):
+    """Sink for late: the handler runs now, its answer is sent later."""
+
+    def __init__(self):
+        self.parts = []
+
+    def write(self, b):
+        self.parts.append(bytes(b))
+        return len(b)
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 600
@@ -208,6 +219,7 @@ class Handler(BaseHTTPRequestHandler):
         super().setup()
         self.null_output = False
         self.cut_ms = None
+        self.late_ms = None
 
     def log_message(self, fmt, *args):
         if getattr(self.server.app, "verbose", False):
@@ -285,6 +297,7 @@ class Handler(BaseHTTPRequestHandler):
         self.chunked_out = False
         self.null_output = False
         self.cut_ms = None
+        self.late_ms = None
         self.t0 = time.monotonic()
         try:
             self._prepare()
@@ -370,7 +383,26 @@ class Handler(BaseHTTPRequestHandler):
             f = app.faults.pick(self.fault_scope, self.command, self.raw_path)
             if f is not None and self.apply_fault(f):
                 return
-        route.fn(**route.params)
+        self.serve(route)
+
+    def serve(self, route):
+        """Runs the route's handler; under a "late" fault its answer is
+        held back for the fault's delay."""
+        late = self.late_ms
+        if late is None:
+            route.fn(**route.params)
+            return
+        real, self.wfile = self.wfile, BufferWriter()
+        self.null_output = True
+        try:
+            route.fn(**route.params)
+        finally:
+            answer, self.wfile = self.wfile, real
+            self.null_output = False
+            self.late_ms = None
+        time.sleep(late / 1000.0)
+        self.wfile.write(b"".join(answer.parts))
+        self.wfile.flush()
 
     def faultable(self, route):
         return True
@@ -389,6 +421,9 @@ class Handler(BaseHTTPRequestHandler):
             return False
         if kind == "cut":
             self.cut_ms = delay_ms
+            return False
+        if kind == "late":
+            self.late_ms = delay_ms
             return False
         self.close_connection = True
         if kind == "500":
