@@ -553,23 +553,41 @@ int osb_file_upload(struct osb_sandbox *sb, const struct osb_upload *files,
 
 /* ---- directories and metadata ---- */
 
-int osb_dir_make(struct osb_sandbox *sb, const char *path, mode_t mode,
-		 const char *owner, const char *group, struct osb_error *err)
+/* POST of a map of paths to modes and owners to @api_path. */
+static int perm_call(struct osb_sandbox *sb, const char *api_path,
+		     const struct osb_perm *p, size_t n, struct osb_error *err)
 {
 	struct http_response rs = { 0 };
-	int rc = check_path(path, err);
 	char *body = NULL;
+	int rc = 0;
 
+	if (!n)
+		return 0;
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = check_path(p[i].path, err);
 	if (!rc) {
-		body = json_perm_map(path, mode, owner, group);
+		body = json_perm_map(p, n);
 		rc = body ? 0 : -ENOMEM;
 	}
 	if (!rc)
-		rc = simple_call(sb, "POST", "/directories", NULL, path, body,
+		rc = simple_call(sb, "POST", api_path, NULL, p[0].path, body,
 				 HTTP_RETRY_IDEMPOTENT, &rs, err);
 	free(body);
 	http_response_release(&rs);
 	return rc;
+}
+
+int osb_dir_make(struct osb_sandbox *sb, const char *path, mode_t mode,
+		 const char *owner, const char *group, struct osb_error *err)
+{
+	struct osb_perm p = { path, mode, owner, group };
+	return perm_call(sb, "/directories", &p, 1, err);
+}
+
+int osb_dirs_make(struct osb_sandbox *sb, const struct osb_perm *dirs,
+		  size_t n, struct osb_error *err)
+{
+	return perm_call(sb, "/directories", dirs, n, err);
 }
 
 static int remove_paths(struct osb_sandbox *sb, const char *api_path,
@@ -665,20 +683,14 @@ int osb_file_chmod(struct osb_sandbox *sb, const char *path, mode_t mode,
 		   const char *owner, const char *group,
 		   struct osb_error *err)
 {
-	struct http_response rs = { 0 };
-	int rc = check_path(path, err);
-	char *body = NULL;
+	struct osb_perm p = { path, mode, owner, group };
+	return perm_call(sb, "/files/permissions", &p, 1, err);
+}
 
-	if (!rc) {
-		body = json_perm_map(path, mode, owner, group);
-		rc = body ? 0 : -ENOMEM;
-	}
-	if (!rc)
-		rc = simple_call(sb, "POST", "/files/permissions", NULL, path,
-				 body, HTTP_RETRY_IDEMPOTENT, &rs, err);
-	free(body);
-	http_response_release(&rs);
-	return rc;
+int osb_files_chmod(struct osb_sandbox *sb, const struct osb_perm *files,
+		    size_t n, struct osb_error *err)
+{
+	return perm_call(sb, "/files/permissions", files, n, err);
 }
 
 int osb_file_search(struct osb_sandbox *sb, const char *dir,

@@ -586,17 +586,18 @@ char *json_upload_metadata(const struct osb_upload *u)
 	return print(root);
 }
 
-char *json_perm_map(const char *path, mode_t mode, const char *owner,
-		    const char *group)
+char *json_perm_map(const struct osb_perm *p, size_t n)
 {
 	cJSON *root = cJSON_CreateObject();
-	cJSON *o = cJSON_AddObjectToObject(root, path);
-	if (!o) {
-		cJSON_Delete(root);
-		return NULL;
+	for (size_t i = 0; root && i < n; i++) {
+		cJSON *o = cJSON_AddObjectToObject(root, p[i].path);
+		if (!o) {
+			cJSON_Delete(root);
+			return NULL;
+		}
+		add_owner(o, p[i].mode, p[i].owner, p[i].group);
 	}
-	add_owner(o, mode, owner, group);
-	return print(root);
+	return root ? print(root) : NULL;
 }
 
 char *json_moves(const struct osb_move *m, size_t n)

@@ -440,9 +440,22 @@ struct osb_upload {
 int osb_file_upload(struct osb_sandbox *sb, const struct osb_upload *files,
 		    size_t n, struct osb_error *err);
 
+/* A path with the mode (0 = leave it, or execd's default for a new
+ * one) and owner (NULL = execd's user, root) it is to have. */
+struct osb_perm {
+	const char *path;
+	mode_t mode;
+	const char *owner;
+	const char *group;
+};
+
 /* mkdir -p @path, with @mode (0 = default) on the leaf. No EEXIST. */
 int osb_dir_make(struct osb_sandbox *sb, const char *path, mode_t mode,
 		 const char *owner, const char *group, struct osb_error *err);
+/* mkdir -p of each of @n paths in one request, each leaf given its mode
+ * and owner (existing directories too). No EEXIST. */
+int osb_dirs_make(struct osb_sandbox *sb, const struct osb_perm *dirs,
+		  size_t n, struct osb_error *err);
 /* Removes files (not directories: -EISDIR). Missing files are no error. */
 int osb_files_remove(struct osb_sandbox *sb, const char *const *paths,
 		     size_t n, struct osb_error *err);
@@ -465,6 +478,9 @@ int osb_file_move(struct osb_sandbox *sb, const struct osb_move *moves,
 int osb_file_chmod(struct osb_sandbox *sb, const char *path, mode_t mode,
 		   const char *owner, const char *group,
 		   struct osb_error *err);
+/* The same for @n paths in one request. */
+int osb_files_chmod(struct osb_sandbox *sb, const struct osb_perm *files,
+		    size_t n, struct osb_error *err);
 
 /* Files under @dir whose base name matches the glob @pattern ("**" for
  * all), recursively. */

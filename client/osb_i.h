@@ -235,8 +235,7 @@ int json_endpoint(const char *body, size_t len, const char *scheme,
 		  struct osb_endpoint *ret);
 
 char *json_upload_metadata(const struct osb_upload *u);
-char *json_perm_map(const char *path, mode_t mode, const char *owner,
-		    const char *group);
+char *json_perm_map(const struct osb_perm *p, size_t n);
 char *json_moves(const struct osb_move *m, size_t n);
 char *json_replace(const char *path, const char *old, const char *new_text);
 int json_replace_count(const char *body, size_t len, const char *path,
