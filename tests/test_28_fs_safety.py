@@ -158,7 +158,7 @@ def test_an_upload_that_fails_at_once_is_retried_with_backoff(server, mount):
     assert "/workspace/d/f (Not a directory)" in info
     # nothing was dropped: it stays in the cache for the next mount
     mount.stop(expect_status=1)
-    assert "1 file(s) not yet in the sandbox" in mount.log()
+    assert "1 file(s) and 1 directory(ies) not yet in the sandbox" in mount.log()
 
 
 # ---- faults: every operation retries or settles what it can ----

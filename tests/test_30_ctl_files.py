@@ -132,6 +132,7 @@ def test_control_dir_option_renames_the_tree(make_mount, server):
     assert m.p(".ctl") in read(m.p(".ctl", "README"))
     # .osb is an ordinary name now: it goes to the sandbox
     os.mkdir(m.p(".osb"))
+    write(m.p(".ctl", "ctl"), "sync")
     assert server.stat(m.sandbox_id, m.spath(".osb"))["type"] == "directory"
 
 
@@ -184,9 +185,9 @@ def test_info_describes_the_sandbox(mount, server):
     assert i["server"] == "reachable"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", i["created_at"])
     assert i["expires_at"] > i["created_at"]
-    assert set(i["cache"]) == {"dir", "pending", "dirty_files", "dirty_bytes", "uploading",
+    assert set(i["cache"]) == {"dir", "pending", "dirty_files", "dirty_dirs", "dirty_bytes", "uploading",
                                "uploaded_files", "uploaded_bytes", "failed_uploads",
-                               "conflicts"}
+                               "conflicts", "failing"}
     assert i["pid"] == mount.proc.pid
     assert i["jobs"] == {"running": 0, "total": 0}
     assert i["last_error"] is None

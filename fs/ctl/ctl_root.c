@@ -83,17 +83,24 @@ int ctl_info_json(struct ctl *c, struct text *out)
 		rc = rc ? rc : text_json_str(out, pending.paths[i]);
 	}
 	rc = rc ? rc : text_printf(out,
-				   "],\"dirty_files\":%zu,"
+				   "],\"dirty_files\":%zu,\"dirty_dirs\":%zu,"
 				   "\"dirty_bytes\":%lld,\"uploading\":%zu,"
 				   "\"uploaded_files\":%llu,"
 				   "\"uploaded_bytes\":%llu,"
-				   "\"failed_uploads\":%llu,\"conflicts\":%llu}",
-				   wb.dirty_files, (long long)wb.dirty_bytes,
+				   "\"failed_uploads\":%llu,\"conflicts\":%llu",
+				   wb.dirty_files, wb.dirty_dirs,
+				   (long long)wb.dirty_bytes,
 				   wb.inflight,
 				   (unsigned long long)wb.uploaded_files,
 				   (unsigned long long)wb.uploaded_bytes,
 				   (unsigned long long)wb.failed_uploads,
 				   (unsigned long long)wb.conflicts);
+	/* what waits for a retry, and why */
+	char failing[600];
+	wb_describe_failures(fs, failing, sizeof(failing));
+	rc = rc ? rc : text_adds(out, ",\"failing\":");
+	rc = rc ? rc : text_json_str(out, failing[0] ? failing : NULL);
+	rc = rc ? rc : text_adds(out, "}");
 	rc = rc ? rc : text_printf(out,
 				   ",\"jobs\":{\"running\":%zu,\"total\":%zu}",
 				   running, total);
@@ -140,12 +147,14 @@ static int verb_sync(struct osbfs *fs, char *msg, size_t msg_size)
 	int rc = wb_flush_all(fs, SYNC_MS);
 	if (!rc)
 		return 0;
+	char count[80];
 	wb_get_stats(fs, &st);
+	wb_describe_count(&st, count, sizeof(count));
 	size_t failing = wb_describe_failures(fs, which, sizeof(which));
 	snprintf(msg, msg_size,
-		 "sync: %zu file(s) could not be uploaded to the sandbox "
+		 "sync: %s could not be uploaded to the sandbox "
 		 "(%s)%s%s; they stay local and are retried",
-		 st.dirty_files, strerror(-rc), failing ? ": " : "",
+		 count, strerror(-rc), failing ? ": " : "",
 		 failing ? which : "");
 	return -EIO;
 }

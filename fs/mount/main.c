@@ -213,21 +213,24 @@ out_unmount:
 			bool gone = strcmp(li.state, "Deleted") == 0;
 			int frc = gone ? 0 : wb_flush_all(&fs, HOLDER_FINISH_MS);
 			wb_get_stats(&fs, &st);
-			if (gone && st.dirty_files) {
-				log_error("%zu file(s) never reached the sandbox, "
+			char count[80];
+			wb_describe_count(&st, count, sizeof(count));
+			bool waiting = st.dirty_files || st.dirty_dirs;
+			if (gone && waiting) {
+				log_error("%s never reached the sandbox, "
 					  "which was deleted; their data stays "
 					  "in %s",
-					  st.dirty_files, cache_dir(fs.cache));
+					  count, cache_dir(fs.cache));
 				status = 1;
 			} else if (gone) {
 				log_info("the sandbox was deleted; nothing was "
 					 "waiting to be uploaded");
-			} else if (frc || st.dirty_files) {
-				log_error("%zu file(s) not yet in the sandbox at "
+			} else if (frc || waiting) {
+				log_error("%s not yet in the sandbox at "
 					  "unmount; they stay in %s and the "
 					  "next mount of this sandbox uploads "
 					  "them",
-					  st.dirty_files, cache_dir(fs.cache));
+					  count, cache_dir(fs.cache));
 				status = 1;
 			}
 		}

@@ -547,19 +547,21 @@ void cache_forget(struct cache *c, struct cfile *cf)
 	pthread_mutex_unlock(&c->lock);
 }
 
-bool cache_dirty_below_locked(struct cache *c, const struct node *d)
+bool cache_dirty_below_locked(struct cache *c, const struct node *d,
+			      bool strict)
 {
 	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext)
-		if (cf->node && node_is_below(cf->node, d))
+		if (cf->node && node_is_below(cf->node, d) &&
+		    !(strict && cf->node == d))
 			return true;
 	return false;
 }
 
-bool cache_dirty_below(struct cache *c, const struct node *d)
+bool cache_dirty_below(struct cache *c, const struct node *d, bool strict)
 {
 	pthread_mutex_lock(&c->nt->lock);
 	pthread_mutex_lock(&c->lock);
-	bool found = cache_dirty_below_locked(c, d);
+	bool found = cache_dirty_below_locked(c, d, strict);
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->nt->lock);
 	return found;
@@ -613,8 +615,11 @@ int cache_pending(struct cache *c, size_t max, struct pending *ret)
 	int rc = n && !ret->paths ? -ENOMEM : 0;
 	for (struct cfile *cf = c->dirty_first; !rc && cf && ret->n < n;
 	     cf = cf->dnext) {
-		ret->paths[ret->n] =
-			strdup(cf->record_path ? cf->record_path : "?");
+		/* a directory made or given a mode here ends in "/" */
+		const char *path = cf->record_path ? cf->record_path : "?";
+		if (asprintf(&ret->paths[ret->n], "%s%s", path,
+			     cf->m.dir ? "/" : "") < 0)
+			ret->paths[ret->n] = NULL;
 		if (!ret->paths[ret->n])
 			rc = -ENOMEM;
 		else

@@ -69,12 +69,16 @@ bool cache_only_local(struct cache *c, struct cfile *cf);
 bool cache_is_open(struct cache *c, struct cfile *cf);
 /* Dirty with no handle open for writing: its upload may be scheduled. */
 bool cache_upload_due(struct cache *c, struct cfile *cf);
-/* Whether a file at or below node @d waits for its upload (takes the
- * node lock, then the cache lock). */
-bool cache_dirty_below(struct cache *c, const struct node *d);
+/* Whether a file or directory at or below node @d (strictly below it
+ * if @strict) waits for its upload (takes the node lock, then the cache
+ * lock). */
+bool cache_dirty_below(struct cache *c, const struct node *d, bool strict);
+/* Of a directory (cache_dir_changed()). */
+bool cache_is_dir(struct cache *c, struct cfile *cf);
 
 /* What a file with local changes shows (they win over the sandbox's). */
 struct cache_attr {
+	bool dir;               /* a directory: its size is not ours */
 	int64_t size;
 	mode_t mode;
 	struct timespec mtime;
@@ -120,6 +124,18 @@ struct cfile *cache_prepare(struct cache *c, struct node *n,
  */
 struct cfile *cache_created(struct cache *c, struct node *n,
 			    const struct fattr *existed, mode_t mode);
+
+/*
+ * cache_dir_changed() - directory @n was made here (@existed NULL) or
+ * given mode @mode (@existed: its attributes in the sandbox). Like a
+ * file's change, it goes to the sandbox with the write-back (many
+ * directories in one request) and its record is journaled: the caller
+ * marks the returned cfile dirty (cache_dirty_meta) and schedules it. A
+ * directory's cfile holds no data. Caller holds the node lock. NULL on
+ * ENOMEM.
+ */
+struct cfile *cache_dir_changed(struct cache *c, struct node *n,
+				const struct fattr *existed, mode_t mode);
 
 /* An open handle: opens the cache file. 0 or -errno. */
 int cache_open(struct cache *c, struct cfile *cf, bool writer);

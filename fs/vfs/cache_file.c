@@ -55,6 +55,7 @@ void cache_local_attr(struct cache *c, struct cfile *cf,
 		      struct cache_attr *ret)
 {
 	pthread_mutex_lock(&c->lock);
+	ret->dir = cf->m.dir;
 	ret->size = cf->size;
 	ret->mode = cf->m.mode;
 	ret->mtime = cf->m.mtime;
@@ -128,6 +129,38 @@ static void base_from(struct fmeta *m, const struct fattr *a)
 	m->base_mtime = a->mtime;
 	memcpy(m->owner, a->owner, sizeof(m->owner));
 	memcpy(m->group, a->group, sizeof(m->group));
+}
+
+bool cache_is_dir(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	bool dir = cf->m.dir;
+	pthread_mutex_unlock(&c->lock);
+	return dir;
+}
+
+struct cfile *cache_dir_changed(struct cache *c, struct node *n,
+				const struct fattr *existed, mode_t mode)
+{
+	struct cfile *cf = cache_attach(c, n);
+	if (!cf)
+		return NULL;
+	pthread_mutex_lock(&c->lock);
+	cf->m.dir = true;
+	cf->m.mode = mode & 07777;
+	cf->complete = true;
+	if (!cf->dirty) {
+		/* made here, or the sandbox's to be given a mode */
+		cf->m.base = existed ? BASE_KNOWN : BASE_ABSENT;
+		if (existed) {
+			memcpy(cf->m.owner, existed->owner, sizeof(cf->m.owner));
+			memcpy(cf->m.group, existed->group, sizeof(cf->m.group));
+		}
+	}
+	clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
+	cf->m.atime = cf->m.mtime;
+	pthread_mutex_unlock(&c->lock);
+	return cf;
 }
 
 struct cfile *cache_created(struct cache *c, struct node *n,

@@ -43,6 +43,8 @@ struct fmeta {
 	struct timespec atime;
 	bool times_set;         /* mtime (and atime) must be set remotely */
 	bool chmod_needed;      /* mode needs a chmod after the upload */
+	bool dir;               /* of a directory: made (base absent) or
+				   given a mode here; no data (cache.h) */
 	char owner[64], group[64];
 	enum base_state base;
 	int64_t base_size;
@@ -147,8 +149,10 @@ int cache_record_refresh(struct cache *c, struct cfile *cf);
 void cache_uploaded(struct cache *c, struct cfile *cf, uint64_t gen);
 /* Forgets the changes (the file was deleted). c->lock held. */
 void cache_discard(struct cache *c, struct cfile *cf);
-/* Whether a dirty file is @d or below it (c->nt->lock and c->lock held). */
-bool cache_dirty_below_locked(struct cache *c, const struct node *d);
+/* Whether a dirty file or directory is @d (unless @strict) or below it
+ * (c->nt->lock and c->lock held). */
+bool cache_dirty_below_locked(struct cache *c, const struct node *d,
+			      bool strict);
 
 /* After a write to the cache dir failed with @err (an errno, of either
  * sign): on a full disk, clean cached data makes room. True when some

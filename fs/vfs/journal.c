@@ -7,9 +7,12 @@
  * loss is ignored):
  *   S <id> path=<hex> mode=<octal> mtime=<s.ns> atime=<s.ns> times=<0|1>
  *     chmod=<0|1> base=absent|unknown|<size>:<s.ns> owner=<hex> group=<hex>
+ *     [dir=1]
  *   D <id>
  * "S" states what dirty file <id> (its data in files/<id>) is now; "D"
- * says it is clean or gone. The last line about an id wins. Appending
+ * says it is clean or gone. With dir=1 the record is of a directory made
+ * or chmodded here (no data; base=absent: made here), not yet in the
+ * sandbox. The last line about an id wins. Appending
  * costs microseconds where a file per record cost a create and a rename,
  * which made a burst of small files (tar x) crawl. The log is rewritten
  * with only the live records at start and when it grows big. Every line
@@ -59,6 +62,8 @@ static void record_line(FILE *m, const struct cfile *cf, const char *path)
 		fprintf(m, " base=unknown");
 	put_hex(m, "owner", cf->m.owner);
 	put_hex(m, "group", cf->m.group);
+	if (cf->m.dir)
+		fputs(" dir=1", m);
 	fputc('\n', m);
 }
 
@@ -217,6 +222,8 @@ static int parse_record(char *rest, struct journal_record *r)
 			r->m.times_set = atoi(eq) != 0;
 		} else if (strcmp(tok, "chmod") == 0) {
 			r->m.chmod_needed = atoi(eq) != 0;
+		} else if (strcmp(tok, "dir") == 0) {
+			r->m.dir = atoi(eq) != 0;
 		} else if (strcmp(tok, "base") == 0) {
 			long long size;
 			char ts[64];

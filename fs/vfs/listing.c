@@ -222,6 +222,13 @@ static int fetch(struct osbfs *fs, struct held *h, int depth)
 		if (listed_before)
 			return 0;
 	}
+	if (rc == -ENOENT) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		bool made_here = d->cf && cache_only_local(fs->cache, d->cf);
+		pthread_mutex_unlock(&fs->nodes.lock);
+		if (made_here)
+			rc = 0; /* not in the sandbox yet: what is here is all */
+	}
 	if (rc) {
 		if (rc == -ENOENT) {
 			pthread_mutex_lock(&fs->nodes.lock);

@@ -134,12 +134,18 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 		/* local changes the sandbox has not seen yet, or an orphan */
 		struct cache_attr la;
 		cache_local_attr(fs->cache, n->cf, &la);
-		st->st_size = la.size;
-		st->st_mtim = la.mtime;
-		st->st_atim = la.atime;
-		st->st_mode = S_IFREG | (la.mode & 07777);
-		if (st->st_ctim.tv_sec < la.mtime.tv_sec)
-			st->st_ctim = la.mtime;
+		if (la.dir) {
+			/* made or given a mode here: the mode is ours, the
+			 * times follow its entries (dir_changed) */
+			st->st_mode = S_IFDIR | (la.mode & 07777);
+		} else {
+			st->st_size = la.size;
+			st->st_mtim = la.mtime;
+			st->st_atim = la.atime;
+			st->st_mode = S_IFREG | (la.mode & 07777);
+			if (st->st_ctim.tv_sec < la.mtime.tv_sec)
+				st->st_ctim = la.mtime;
+		}
 	}
 	if (n->times_pending) {
 		st->st_mtim = n->pending_mtime;
@@ -529,9 +535,20 @@ static int do_chmod(struct osbfs *fs, struct held *h, mode_t mode)
 	}
 	if (local)
 		cache_set_mode(fs->cache, cf, mode);
+	else if (a.type == OSB_DIR)
+		cf = cache_dir_changed(fs->cache, h->n, &a, mode);
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (local)
-		return file_changed(fs, h, cf, true);
+		rc = file_changed(fs, h, cf, true);
+	else if (a.type == OSB_DIR)
+		rc = cf ? file_changed(fs, h, cf, true) : -ENOMEM;
+	if (local || a.type == OSB_DIR) {
+		/* a directory's mode goes with the write-back, many in one
+		 * request (tar gives every directory its mode at the end) */
+		if (!rc && cache_is_dir(fs->cache, cf))
+			wb_schedule(fs, cf, fs->opt->writeback_delay_ms);
+		return rc;
+	}
 	if (a.type == OSB_SYMLINK)
 		return 0; /* Linux has no mode on symlinks */
 	rc = remote_chmod(fs, h->path, mode, a.owner, a.group);
@@ -573,13 +590,16 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return 0;
 	}
+	/* a directory's times wait for it and its entries to be uploaded */
+	if (a.type == OSB_DIR)
+		local = false;
 	if (local)
 		cache_set_times(fs->cache, cf, &mt,
 				at.tv_nsec == UTIME_OMIT ? &mt : &at);
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (local)
 		return file_changed(fs, h, cf, true);
-	if (a.type == OSB_DIR && cache_dirty_below(fs->cache, h->n)) {
+	if (a.type == OSB_DIR && cache_dirty_below(fs->cache, h->n, false)) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		if (!h->n->times_pending)
 			fs->pending_dir_times++;

@@ -222,14 +222,52 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
+/*
+ * fsync of a directory: its entries are in the sandbox when it returns.
+ * Names change there at once, except directories made here, which go
+ * with the write-back: the directory's own and its subdirectories' are
+ * sent now.
+ */
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
-	(void)ino;
+	struct osbfs *fs = req_fs(req);
 	(void)datasync;
 	(void)fi;
-	/* names change in the sandbox synchronously: nothing is pending */
-	fuse_reply_err(req, 0);
+	if (ctl_is_ino(ino)) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	struct cfile **cfs = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *d = node_by_ino(&fs->nodes, ino);
+	struct node *c = d ? d->child_first : NULL;
+	for (struct node *x = d; x && !rc; x = x == d ? c : x->sib_next) {
+		if (!x->cf || !cache_is_dir(fs->cache, x->cf) ||
+		    !cache_is_dirty(fs->cache, x->cf))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 8;
+			struct cfile **m = realloc(cfs, ncap * sizeof(*m));
+			if (!m) {
+				rc = -ENOMEM;
+				break;
+			}
+			cfs = m;
+			cap = ncap;
+		}
+		cache_ref(fs->cache, x->cf);
+		cfs[n++] = x->cf;
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!rc)
+		rc = wb_flush_list(fs, cfs, n);
+	for (size_t i = 0; i < n; i++)
+		cache_unref(fs->cache, cfs[i]);
+	free(cfs);
+	fuse_reply_err(req, -rc);
 }
 
 /* ---- changes ---- */
@@ -241,6 +279,41 @@ static int parent_ok(struct osbfs *fs, fuse_ino_t parent, const char *name)
 	if (parent == NODE_ROOT_INO && strcmp(name, fs->opt->control_dir) == 0)
 		return -EEXIST;
 	return name_check(name);
+}
+
+/*
+ * Directory @d (held), if made here and not in the sandbox yet, is made
+ * there now: for the calls that need it there (a symlink in it, a move
+ * into it by command). Its parents come with it (mkdir -p).
+ */
+static int dir_made(struct osbfs *fs, struct node *d)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct cfile *cf = d ? d->cf : NULL;
+	if (cf)
+		cache_ref(fs->cache, cf);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!cf)
+		return 0;
+	int rc = cache_only_local(fs->cache, cf) ? wb_flush(fs, cf) : 0;
+	cache_unref(fs->cache, cf);
+	return rc;
+}
+
+/* dir_made() for the directory @h is in. */
+static int parent_made(struct osbfs *fs, struct held *h)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *p = h->n->parent;
+	if (p)
+		node_ref(p);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	int rc = dir_made(fs, p);
+	if (p) {
+		struct held ph = { p, NULL };
+		held_put(fs, &ph);
+	}
+	return rc;
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -266,8 +339,11 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!rc)
 		rc = -EEXIST;
 	else if (rc == -ENOENT)
-		rc = remote_mkdir(fs, h.path, mode & 07777);
+		rc = 0;
+	struct cfile *cf = NULL;
 	if (!rc) {
+		/* made here now, in the sandbox with the write-back: many
+		 * directories go in one request (an untar makes hundreds) */
 		memset(&a, 0, sizeof(a));
 		a.type = OSB_DIR;
 		a.size = 4096;
@@ -275,15 +351,24 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		clock_gettime(CLOCK_REALTIME, &a.mtime);
 		a.ctime = a.mtime;
 		pthread_mutex_lock(&fs->nodes.lock);
-		node_set_attr(h.n, &a, mono_ms() + fs->opt->attr_timeout_ms);
-		h.n->list_valid = true; /* new and empty */
-		h.n->list_gen++;
-		h.n->listed_at = mono_ms();
-		h.n->list_count = 0;
-		h.n->list_expiry = h.n->listed_at + fs->opt->dir_timeout_ms;
-		if (h.n->parent)
-			dir_changed(fs, h.n->parent, h.n);
+		cf = cache_dir_changed(fs->cache, h.n, NULL, mode);
+		if (cf) {
+			node_set_attr(h.n, &a,
+				      mono_ms() + fs->opt->attr_timeout_ms);
+			h.n->list_valid = true; /* new and empty */
+			h.n->list_gen++;
+			h.n->listed_at = mono_ms();
+			h.n->list_count = 0;
+			h.n->list_expiry =
+				h.n->listed_at + fs->opt->dir_timeout_ms;
+			if (h.n->parent)
+				dir_changed(fs, h.n->parent, h.n);
+		}
 		pthread_mutex_unlock(&fs->nodes.lock);
+		rc = cf ? cache_dirty_meta(fs->cache, cf, h.path) : -ENOMEM;
+	}
+	if (!rc) {
+		wb_schedule(fs, cf, fs->opt->writeback_delay_ms);
 		reply_node_entry(req, fs, h.n);
 	} else {
 		fuse_reply_err(req, -rc);
@@ -319,12 +404,16 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	/* the API deletes recursively: look first (a fresh listing) */
 	if (!rc)
 		rc = remote_list(fs, h.path, &ents, &n);
-	if (!rc && (n || cache_dirty_below(fs->cache, h.n)))
+	if (rc == -ENOENT && h.n->cf && cache_only_local(fs->cache, h.n->cf))
+		rc = 0; /* made here, not in the sandbox yet */
+	if (!rc && (n || cache_dirty_below(fs->cache, h.n, true)))
 		rc = -ENOTEMPTY;
 	if (!rc)
 		rc = remote_rmdir(fs, h.path);
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
+		if (h.n->cf)
+			cache_forget(fs->cache, h.n->cf);
 		struct node *p = h.n->parent;
 		node_unlink(&fs->nodes, h.n);
 		if (p)
@@ -353,7 +442,8 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	rc = node_attr(fs, &h, &a);
-	if (!rc && a.type == OSB_DIR && !node_has_local(fs, h.n))
+	if (!rc && a.type == OSB_DIR &&
+	    (!node_has_local(fs, h.n) || cache_is_dir(fs->cache, h.n->cf)))
 		rc = -EISDIR;
 	if (!rc && a.type == OSB_FILE)
 		file_keep_for_readers(fs, &h);
@@ -457,12 +547,24 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* a directory is replaced only when empty: files below it that the
 	 * sandbox has not seen yet count (the sandbox's mv would not know) */
 	if (!rc && dst_exists && da.type == OSB_DIR &&
-	    cache_dirty_below(fs->cache, dst.n))
+	    cache_dirty_below(fs->cache, dst.n, true))
 		rc = -ENOTEMPTY;
 	if (rc)
 		goto out;
 	if (dst_exists && da.type == OSB_FILE)
 		file_keep_for_readers(fs, &dst);
+	/* a directory made here goes to the sandbox first, so that the
+	 * sandbox's mv has it to move, and so does the one it goes into */
+	if (sa.type == OSB_DIR)
+		rc = dir_made(fs, src.n);
+	pthread_mutex_lock(&fs->nodes.lock);
+	bool only_here = sa.type != OSB_DIR && src.n->cf &&
+			 cache_only_local(fs->cache, src.n->cf);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!rc && !only_here)
+		rc = parent_made(fs, &dst);
+	if (rc)
+		goto out;
 	if (sa.type == OSB_FILE) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		struct cfile *cf = src.n->cf;
@@ -479,7 +581,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	bool dst_local = dcf && cache_only_local(fs->cache, dcf);
 	pthread_mutex_unlock(&fs->nodes.lock);
 
-	if (src_local && (!dst_exists || dst_local || da.type == OSB_FILE)) {
+	if (src_local && sa.type != OSB_DIR &&
+	    (!dst_exists || dst_local || da.type == OSB_FILE)) {
 		/* never uploaded: moved here only; the upload will go to the
 		 * new name, over what the sandbox has there */
 		if (dst_exists && !dst_local)
@@ -536,6 +639,8 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	if (!rc)
 		rc = -EEXIST;
 	else if (rc == -ENOENT)
+		rc = parent_made(fs, &h);
+	if (!rc)
 		rc = remote_symlink(fs, link, h.path);
 	if (!rc) {
 		memset(&a, 0, sizeof(a));

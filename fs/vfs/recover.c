@@ -31,7 +31,8 @@ static void replay_one(void *arg, uint64_t id, const struct journal_record *r)
 	char name[17];
 
 	cache_id_name(id, name);
-	if (fstatat(c->files_fd, name, &st, 0) < 0) {
+	memset(&st, 0, sizeof(st));
+	if (!r->m.dir && fstatat(c->files_fd, name, &st, 0) < 0) {
 		log_error("the data of %s is missing from %s/files (%s); "
 			  "cannot recover it",
 			  r->path, c->dir, strerror(errno));
@@ -78,13 +79,22 @@ static void recovered(void *arg, const char *path, struct cfile *cf)
 	const char *rel = path_below(fs->root, path);
 	if (!rel || !*rel) {
 		/* outside what this mount shows: upload it right here */
-		struct rupload u = { .path = path, .size = cf->size,
-				     .mode = cf->m.mode, .owner = cf->m.owner,
-				     .group = cf->m.group };
-		u.fd = cache_fd(fs->cache, cf);
-		int rc = u.fd < 0 ? u.fd : remote_upload(fs, &u, 1);
-		if (u.fd >= 0)
-			close(u.fd);
+		int rc;
+		if (cf->m.dir) {
+			struct rdir d = { .path = path, .mode = cf->m.mode,
+					  .owner = cf->m.owner,
+					  .group = cf->m.group };
+			rc = remote_dirs(fs, &d, 1);
+		} else {
+			struct rupload u = { .path = path, .size = cf->size,
+					     .mode = cf->m.mode,
+					     .owner = cf->m.owner,
+					     .group = cf->m.group };
+			u.fd = cache_fd(fs->cache, cf);
+			rc = u.fd < 0 ? u.fd : remote_upload(fs, &u, 1);
+			if (u.fd >= 0)
+				close(u.fd);
+		}
 		pthread_mutex_lock(&fs->cache->lock);
 		if (!rc)
 			cache_uploaded(fs->cache, cf, cf->wgen);
@@ -108,9 +118,9 @@ static void recovered(void *arg, const char *path, struct cfile *cf)
 	if (n && !n->cf && n != fs->nodes.root) {
 		n->cf = cf; /* the node takes our reference */
 		cf->node = n;
-		n->attr.type = OSB_FILE;
+		n->attr.type = cf->m.dir ? OSB_DIR : OSB_FILE;
 		n->attr.mode = cf->m.mode;
-		n->attr.size = cf->size;
+		n->attr.size = cf->m.dir ? 4096 : cf->size;
 		n->attr.mtime = cf->m.mtime;
 		n->attr_valid = true;
 		cf = NULL;

@@ -414,7 +414,9 @@ static int shell_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 }
 
 /* A symlink under ALIAS_DIR pointing at @path, for the file API calls
- * that follow links (download, upload). *ret is its path. */
+ * that follow links (download, upload). *ret is its path. The directory
+ * @path is in is made if missing, as an upload by path would (one made
+ * here may not be in the sandbox yet: writeback.c). */
 static int alias_make(struct osbfs *fs, const char *path, char **ret)
 {
 	uint64_t r = 0;
@@ -423,7 +425,8 @@ static int alias_make(struct osbfs *fs, const char *path, char **ret)
 		r = (uint64_t)mono_ms();
 	snprintf(alias, sizeof(alias), ALIAS_DIR "/a-%016llx",
 		 (unsigned long long)r);
-	char *cmd = shell_cmd("mkdir -p " ALIAS_DIR " && ln -sfn -- %s %s",
+	char *cmd = shell_cmd("p=%s; d=${p%%/*}; mkdir -p " ALIAS_DIR
+			      " \"${d:-/}\" && ln -sfn -- \"$p\" %s",
 			      path, alias);
 	if (!cmd)
 		return -ENOMEM;
@@ -645,36 +648,69 @@ int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n)
 	return rc;
 }
 
-int remote_mkdir(struct osbfs *fs, const char *path, mode_t mode)
+/* A mode the API cannot give (0, or with special bits), or a path it
+ * cannot take: a command. */
+static bool plain_dir(const struct rdir *d)
+{
+	return osb_path_is_safe(d->path) && (d->mode & 07777) != 0 &&
+	       !(d->mode & 07000);
+}
+
+static int mkdir_by_command(struct osbfs *fs, const char *path, mode_t mode)
+{
+	char m[16];
+	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
+	char *full = NULL;
+	char *q = osb_shell_quote(path);
+	if (!q)
+		return -ENOMEM;
+	if (asprintf(&full, "mkdir -p -- %s && chmod %s -- %s", q, m, q) < 0) {
+		free(q);
+		return -ENOMEM;
+	}
+	free(q);
+	int rc = shell_do(fs, full, SHELL_IDEMPOTENT, "mkdir", path, NULL);
+	free(full);
+	return rc;
+}
+
+static const char *name_or_null(const char *s)
+{
+	return s && *s ? s : NULL;
+}
+
+int remote_dirs(struct osbfs *fs, const struct rdir *d, size_t n)
 {
 	struct osb_error err;
-	int rc = path_check(path);
-	if (rc)
-		return rc;
-	if (!osb_path_is_safe(path) || (mode & 07777) == 0 || (mode & 07000)) {
-		char m[16];
-		snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
-		char *full = NULL;
-		char *q = osb_shell_quote(path);
-		if (!q)
-			return -ENOMEM;
-		if (asprintf(&full, "mkdir -- %s && chmod %s -- %s", q, m, q) <
-		    0) {
-			free(q);
-			return -ENOMEM;
-		}
-		free(q);
-		rc = shell_do(fs, full, SHELL_ONCE, "mkdir", path, NULL);
-		free(full);
-		return rc;
+	struct osb_perm *p = calloc(n ? n : 1, sizeof(*p));
+	size_t np = 0;
+	int rc = p ? 0 : -ENOMEM;
+
+	for (size_t i = 0; !rc && i < n; i++) {
+		rc = path_check(d[i].path);
+		if (!rc && !plain_dir(&d[i]))
+			rc = mkdir_by_command(fs, d[i].path, d[i].mode);
+		else if (!rc)
+			p[np++] = (struct osb_perm){
+				.path = d[i].path,
+				.mode = d[i].mode & 0777,
+				/* execd chowns on every call: the owner we
+				 * know, or its own user for a new one */
+				.owner = name_or_null(d[i].owner),
+				.group = name_or_null(d[i].group),
+			};
 	}
-	rc = remote_enter(fs);
-	if (rc)
-		return rc;
-	do {
-		rc = osb_dir_make(fs->sb, path, mode & 0777, NULL, NULL, &err);
-	} while (rc && again(fs, rc));
-	return rc ? fail(rc, &err, "mkdir", path) : 0;
+	if (!rc && np)
+		rc = remote_enter(fs);
+	if (!rc && np) {
+		do {
+			rc = osb_dirs_make(fs->sb, p, np, &err);
+		} while (rc && again(fs, rc));
+		if (rc)
+			rc = fail(rc, &err, "mkdir", p[0].path);
+	}
+	free(p);
+	return rc;
 }
 
 int remote_rmdir(struct osbfs *fs, const char *path)

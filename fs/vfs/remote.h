@@ -66,7 +66,16 @@ struct rupload {
 /* Whole files, in one request when all paths are plain. */
 int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n);
 
-int remote_mkdir(struct osbfs *fs, const char *path, mode_t mode);
+/* A directory to make (mkdir -p) or give a mode, with its owner. */
+struct rdir {
+	const char *path;
+	mode_t mode;
+	const char *owner;      /* NULL or "" = execd's user */
+	const char *group;
+};
+/* Makes each directory (those that exist are given the mode and owner),
+ * in one request when all paths and modes are plain; no EEXIST. */
+int remote_dirs(struct osbfs *fs, const struct rdir *d, size_t n);
 /* Removes an (empty, checked by the caller) directory. */
 int remote_rmdir(struct osbfs *fs, const char *path);
 int remote_unlink(struct osbfs *fs, const char *path, bool symlink);

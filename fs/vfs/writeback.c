@@ -44,6 +44,7 @@
 #define CHECK_WALK_MAX 10000
 #define CHECK_WALK_DEPTH 32
 #define CHECK_WALK_PAUSE_MS 60000
+#define DIR_TIMES_EVERY_MS 1000
 
 struct writeback {
 	pthread_cond_t kick;    /* with cache.lock: work may be due */
@@ -54,6 +55,7 @@ struct writeback {
 	bool stop;
 	/* statistics, under cache.lock */
 	uint64_t uploaded_files, uploaded_bytes, failed, conflicts;
+	uint64_t made_dirs;     /* directories made or given a mode */
 	size_t inflight;
 	atomic_llong walk_after;  /* no batch walks before (monotonic ms) */
 };
@@ -146,6 +148,11 @@ static void snapshot(struct osbfs *fs, struct item *it)
 	it->fd = -1;
 	if (!it->path || gone) {
 		it->skip = true;
+		return;
+	}
+	if (it->m.dir) {
+		/* no data, nothing to clobber: mkdir -p gives it its mode */
+		it->m.base = BASE_UNKNOWN;
 		return;
 	}
 	it->fd = cache_fd(c, cf);
@@ -380,8 +387,9 @@ static void failed(struct writeback *wb, struct cfile *cf, int rc, size_t n,
 	wb->failed++;
 }
 
+/* The end of a batch: @rc is how its files went, @drc its directories. */
 static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
-		   size_t n, int rc, bool times_ok)
+		   size_t n, int files_rc, int drc, bool times_ok)
 {
 	struct cache *c = fs->cache;
 	long long now = mono_ms();
@@ -391,6 +399,7 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 	for (size_t i = 0; i < n; i++) {
 		struct item *it = &items[i];
 		struct cfile *cf = it->cf;
+		int rc = it->m.dir ? drc : files_rc;
 		cf->inflight = false;
 		if (it->skip)
 			continue;
@@ -403,7 +412,7 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			failed(wb, cf, rc, n, now);
 			continue;
 		}
-		if (!times_ok) {
+		if (!times_ok && !it->m.dir) {
 			/* the bytes are in the sandbox, the times (or mode)
 			 * the user set are not: the file stays dirty and only
 			 * they are retried; the sandbox's mtime is no longer
@@ -426,6 +435,14 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			cf->m.chmod_needed = false;
 		}
 		cache_uploaded(c, cf, it->gen);
+		if (it->m.dir) {
+			wb->made_dirs++;
+			if (cf->node) {
+				cf->node->change_gen = ++fs->nodes.change_seq;
+				cf->node->attr.mode = it->m.mode & 07777;
+			}
+			continue;
+		}
 		if (!it->times_only) {
 			wb->uploaded_files++;
 			wb->uploaded_bytes += (uint64_t)it->size;
@@ -450,21 +467,54 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 {
 	struct rupload *ups = calloc(n, sizeof(*ups));
 	struct rtimes *times = calloc(n, sizeof(*times));
-	size_t nu = 0;
-	int rc = ups && times ? 0 : -ENOMEM;
+	struct rdir *dirs = calloc(n, sizeof(*dirs));
+	size_t nu = 0, nd = 0;
+	int rc = ups && times && dirs ? 0 : -ENOMEM;
 	bool times_ok = true;
 
-	for (size_t i = 0; i < n; i++)
-		snapshot(fs, &items[i]);
+	size_t nfiles = 0, ndirs = 0;
+	const char *first = NULL; /* file, for the messages */
+	for (size_t i = 0; i < n; i++) {
+		struct item *it = &items[i];
+		snapshot(fs, it);
+		if (it->skip)
+			continue;
+		if (it->m.dir) {
+			ndirs++;
+		} else {
+			nfiles++;
+			if (!first)
+				first = it->path;
+		}
+	}
 	for (size_t i = 0; !rc && i < n; i++)
-		if (!items[i].skip && items[i].fd < 0)
+		if (!items[i].skip && !items[i].m.dir && items[i].fd < 0)
 			rc = -EIO;
 	if (!rc)
 		rc = check_batch(fs, wb, items, n);
+	/* directories first, so that the files in them find their modes
+	 * (an upload would make a missing one with execd's default) */
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct item *it = &items[i];
+		if (!it->skip && it->m.dir)
+			dirs[nd++] = (struct rdir){
+				.path = it->path,
+				.mode = it->m.mode,
+				.owner = it->m.owner,
+				.group = it->m.group,
+			};
+	}
+	int drc = rc;
+	if (!rc && nd)
+		drc = remote_dirs(fs, dirs, nd);
+	if (ndirs && drc)
+		log_error("making %zu directory(ies) failed, first %s (%s); "
+			  "kept locally and retried",
+			  ndirs, nd ? dirs[0].path : "?", strerror(-drc));
 	size_t nt = 0;
 	for (size_t i = 0; !rc && i < n; i++) {
 		struct item *it = &items[i];
-		if (it->skip)
+		if (it->skip || it->m.dir)
 			continue;
 		times[nt] = (struct rtimes){
 			.path = it->path,
@@ -497,11 +547,11 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 			  nt, times[0].path);
 		times_ok = false;
 	}
-	if (rc && rc != -EAGAIN)
-		log_error("upload of %zu file(s) failed (first %s): %s; "
+	if (rc && rc != -EAGAIN && nfiles)
+		log_error("upload of %zu file(s) failed, first %s (%s); "
 			  "kept locally and retried",
-			  n, items[0].path ? items[0].path : "?", strerror(-rc));
-	finish(fs, wb, items, n, rc, times_ok);
+			  nfiles, first, strerror(-rc));
+	finish(fs, wb, items, n, rc, drc, times_ok);
 	for (size_t i = 0; i < n; i++) {
 		if (items[i].fd >= 0)
 			close(items[i].fd);
@@ -510,6 +560,7 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 	}
 	free(ups);
 	free(times);
+	free(dirs);
 }
 
 /* Directory times set while files below were still uploading (ops.c
@@ -530,7 +581,8 @@ struct pending_scan {
 static void scan_pending(struct node *n, void *arg)
 {
 	struct pending_scan *ps = arg;
-	if (!n->times_pending || cache_dirty_below_locked(ps->fs->cache, n))
+	if (!n->times_pending ||
+	    cache_dirty_below_locked(ps->fs->cache, n, false))
 		return;
 	if (ps->n == ps->cap) {
 		size_t cap = ps->cap ? ps->cap * 2 : 16;
@@ -602,14 +654,31 @@ static void *worker(void *arg)
 	struct cache *c = fs->cache;
 	struct item items[BATCH_FILES];
 
+	/* directory times whose files are in go at most once a second, so
+	 * that an untar's many batches set them in a few commands */
+	long long times_at = 0;
+	bool times_waiting = false;
+
 	pthread_mutex_lock(&c->lock);
 	while (!wb->stop) {
-		long long wait;
+		long long wait, now = mono_ms();
 		memset(items, 0, sizeof(items));
 		size_t n = pick(c, items, &wait,
 				fs->opt->writeback_delay_ms / 2);
+		if (!n && times_waiting && now >= times_at) {
+			times_waiting = false;
+			times_at = now + DIR_TIMES_EVERY_MS;
+			pthread_mutex_unlock(&c->lock);
+			pthread_rwlock_rdlock(&fs->path_lock);
+			apply_dir_times(fs);
+			pthread_rwlock_unlock(&fs->path_lock);
+			pthread_mutex_lock(&c->lock);
+			continue;
+		}
 		if (!n) {
 			struct timespec ts;
+			if (times_waiting && times_at - now < wait)
+				wait = times_at - now;
 			cond_deadline(&ts, wait);
 			pthread_cond_timedwait(&wb->kick, &c->lock, &ts);
 			continue;
@@ -618,7 +687,14 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&c->lock);
 		pthread_rwlock_rdlock(&fs->path_lock);
 		run_batch(fs, wb, items, n);
-		apply_dir_times(fs);
+		now = mono_ms();
+		if (now >= times_at) {
+			apply_dir_times(fs);
+			times_at = now + DIR_TIMES_EVERY_MS;
+			times_waiting = false;
+		} else {
+			times_waiting = true;
+		}
 		pthread_rwlock_unlock(&fs->path_lock);
 		pthread_mutex_lock(&c->lock);
 		wb->inflight -= n;
@@ -760,6 +836,36 @@ int wb_flush(struct osbfs *fs, struct cfile *cf)
 	return rc;
 }
 
+int wb_flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n)
+{
+	struct cache *c = fs->cache;
+	uint64_t *target = calloc(n ? n : 1, sizeof(*target));
+	uint64_t *seq = calloc(n ? n : 1, sizeof(*seq));
+	int rc = target && seq ? 0 : -ENOMEM;
+
+	pthread_mutex_lock(&c->lock);
+	/* asked all at once: they go in one batch */
+	for (size_t i = 0; !rc && i < n; i++) {
+		if (!cfs[i]->dirty || !fs->wb)
+			continue;
+		seq[i] = cfs[i]->fail_seq;
+		target[i] = request(fs, cfs[i]);
+	}
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct cfile *cf = cfs[i];
+		if (!target[i])
+			continue;
+		while (!done_or_failed(cf, target[i], seq[i]) && !fs->wb->stop)
+			pthread_cond_wait(&c->changed, &c->lock);
+		if (cf->dirty && cf->uploaded_gen < target[i])
+			rc = -EIO;
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(target);
+	free(seq);
+	return rc;
+}
+
 int wb_flush_all(struct osbfs *fs, long timeout_ms)
 {
 	struct cache *c = fs->cache;
@@ -837,9 +943,13 @@ void wb_get_stats(struct osbfs *fs, struct wb_stats *ret)
 	struct cache *c = fs->cache;
 	memset(ret, 0, sizeof(*ret));
 	pthread_mutex_lock(&c->lock);
-	ret->dirty_files = c->ndirty;
-	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext)
+	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext) {
+		if (cf->m.dir)
+			ret->dirty_dirs++;
+		else
+			ret->dirty_files++;
 		ret->dirty_bytes += cf->size;
+	}
 	if (fs->wb) {
 		ret->inflight = fs->wb->inflight;
 		ret->uploaded_files = fs->wb->uploaded_files;
@@ -848,4 +958,13 @@ void wb_get_stats(struct osbfs *fs, struct wb_stats *ret)
 		ret->conflicts = fs->wb->conflicts;
 	}
 	pthread_mutex_unlock(&c->lock);
+}
+
+void wb_describe_count(const struct wb_stats *st, char *buf, size_t size)
+{
+	if (st->dirty_dirs)
+		snprintf(buf, size, "%zu file(s) and %zu directory(ies)",
+			 st->dirty_files, st->dirty_dirs);
+	else
+		snprintf(buf, size, "%zu file(s)", st->dirty_files);
 }

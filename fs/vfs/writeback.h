@@ -28,12 +28,15 @@ int wb_flush(struct osbfs *fs, struct cfile *cf);
  * for them); @timeout_ms < 0 waits as long as it takes. -EIO if something
  * could not be stored, -ETIMEDOUT. */
 int wb_flush_all(struct osbfs *fs, long timeout_ms);
+/* wb_flush() of @n files at once (in as few batches as they fit). */
+int wb_flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n);
 /* The files whose last upload failed, for a message: "PATH (reason), ..."
  * (at most three named) into @buf. Returns their count. */
 size_t wb_describe_failures(struct osbfs *fs, char *buf, size_t size);
 
 struct wb_stats {
 	size_t dirty_files;
+	size_t dirty_dirs;      /* directories made or given a mode here */
 	int64_t dirty_bytes;
 	size_t inflight;
 	uint64_t uploaded_files;
@@ -42,5 +45,7 @@ struct wb_stats {
 	uint64_t conflicts;
 };
 void wb_get_stats(struct osbfs *fs, struct wb_stats *ret);
+/* "N file(s)", with " and M directory(ies)" when some wait too. */
+void wb_describe_count(const struct wb_stats *st, char *buf, size_t size);
 
 #endif /* OSBFS_WRITEBACK_H */
