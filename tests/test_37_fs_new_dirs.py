@@ -7,6 +7,7 @@ rename) sends them first, and a crash does not lose them."""
 
 import os
 import subprocess
+import time
 
 from jobhelp import osb, start, wait, write
 
@@ -165,3 +166,26 @@ def test_untar_of_a_tree_makes_its_directories_with_their_modes(server, make_mou
     assert server.stat(sid, m.spath("t", "a", "b"))["mode"] == 751
     assert server.stat(sid, m.spath("t", "x"))["mode"] == 700
     assert server.read_file(sid, m.spath("t", "a", "b", "c", "f")) == b"a/b/c"
+
+
+def test_a_file_sent_before_its_new_directory_stays_listed(server, make_mount):
+    """fsync sends the file alone (the upload makes its directory with
+    execd's defaults); the directory, still to be sent with its mode, is
+    listed without asking the sandbox, and shows the file."""
+    m = make_mount(options=["writeback_delay=1h", "attr_timeout=0.2s", "dir_timeout=0.2s",
+                            "negative_timeout=0.2s"])
+    sid = m.sandbox_id
+    os.mkdir(m.p("d"), 0o701)
+    fd = os.open(m.p("d", "f"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"sent")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert server.read_file(sid, m.spath("d", "f")) == b"sent"
+    for _ in range(3):
+        time.sleep(0.3)
+        assert os.listdir(m.p("d")) == ["f"]
+        assert open(m.p("d", "f"), "rb").read() == b"sent"
+    sync(m)
+    assert server.stat(sid, m.spath("d"))["mode"] == 701

@@ -44,6 +44,7 @@ struct walk {
 	long long asked, now;
 	int depth;              /* levels the answer covers */
 	const char *last;       /* a cut answer's last entry, else NULL */
+	bool ours;              /* not asked: every child known stays */
 	size_t bad;
 	struct level lv[WALK_DEPTH + 1];
 	struct node **done;     /* directories given a listing */
@@ -68,6 +69,7 @@ static int begin(struct walk *w, struct node *d)
 	}
 	w->done[w->ndone++] = d;
 	d->list_gen++;
+	d->list_ours = false;
 	d->listed_at = w->asked;
 	d->list_count = 0;
 	return 0;
@@ -81,8 +83,10 @@ static void finish(struct walk *w, struct node *d)
 	for (struct node *c = d->child_first; c; c = c->sib_next) {
 		if (c->listed_gen == d->list_gen)
 			continue;
-		if (node_has_local(fs, c) || raced(w, c)) {
-			/* not uploaded yet, or uploaded after the asking */
+		if (node_has_local(fs, c) || raced(w, c) ||
+		    (w->ours && c->attr_valid)) {
+			/* not uploaded yet, uploaded after the asking, or
+			 * not asked (a directory of ours) */
 			c->listed_gen = d->list_gen;
 		} else if (!r) {
 			c->attr_valid = false;
@@ -210,10 +214,18 @@ static int fetch(struct osbfs *fs, struct held *h, int depth)
 
 	pthread_mutex_lock(&fs->nodes.lock);
 	w.seq = fs->nodes.change_seq;
+	/* made here and not sent yet: what is here is all there is (its
+	 * files are ours), nothing to ask */
+	bool ours = d->list_ours && d->cf && cache_only_local(fs->cache, d->cf);
 	pthread_mutex_unlock(&fs->nodes.lock);
 
-	int rc = remote_walk(fs, h->path, depth, depth > 1 ? WALK_MAX : 0,
-			     &ents, &n, &cut, &w.depth);
+	int rc = ours ? 0 :
+			remote_walk(fs, h->path, depth,
+				    depth > 1 ? WALK_MAX : 0, &ents, &n, &cut,
+				    &w.depth);
+	if (ours)
+		w.depth = 1;
+	w.ours = ours;
 	if (rc && watch_away(fs)) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		bool listed_before = d->list_gen != 0;
@@ -224,10 +236,11 @@ static int fetch(struct osbfs *fs, struct held *h, int depth)
 	}
 	if (rc == -ENOENT) {
 		pthread_mutex_lock(&fs->nodes.lock);
-		bool made_here = d->cf && cache_only_local(fs->cache, d->cf);
+		ours = d->cf && cache_only_local(fs->cache, d->cf);
 		pthread_mutex_unlock(&fs->nodes.lock);
-		if (made_here)
+		if (ours)
 			rc = 0; /* not in the sandbox yet: what is here is all */
+		w.ours = ours;
 	}
 	if (rc) {
 		if (rc == -ENOENT) {
@@ -253,6 +266,8 @@ static int fetch(struct osbfs *fs, struct held *h, int depth)
 		rc = apply(&w, &ents[i]);
 	for (size_t i = 0; i < w.ndone; i++)
 		finish(&w, w.done[i]);
+	if (ours)
+		d->list_ours = true;
 	pthread_mutex_unlock(&fs->nodes.lock);
 	free(w.done);
 	rdent_array_free(ents, n);

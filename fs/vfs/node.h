@@ -73,6 +73,8 @@ struct node {
 				   take our own changes since */
 	bool walk_cut;          /* its subtree is too big for one listing
 				   (listing.c) */
+	bool list_ours;         /* the listing is what we made (a new
+				   directory), not an answer of the sandbox */
 
 	char *link_target;      /* cached readlink */
 

@@ -356,6 +356,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 			node_set_attr(h.n, &a,
 				      mono_ms() + fs->opt->attr_timeout_ms);
 			h.n->list_valid = true; /* new and empty */
+			h.n->list_ours = true;
 			h.n->list_gen++;
 			h.n->listed_at = mono_ms();
 			h.n->list_count = 0;

@@ -313,12 +313,35 @@ static int check_by_walk(struct osbfs *fs, struct writeback *wb,
 	return rc;
 }
 
+/*
+ * Whether the sandbox is known to have had no file at new file @it's
+ * path a moment ago, without asking: a listing of its directory, fresh
+ * by dir_timeout, did not have it (the file is ours since: it was made
+ * after that listing said the name was free). As fresh as a negative
+ * entry, which a create trusts too. Not when the listing is our own (a
+ * directory made here): someone may have made it in the sandbox too.
+ */
+static bool known_absent(struct osbfs *fs, const struct item *it)
+{
+	if (it->m.base != BASE_ABSENT)
+		return false;
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *n = it->cf->node, *p = n ? n->parent : NULL;
+	bool known = p && !p->list_ours && p->list_valid &&
+		     mono_ms() < p->list_expiry;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return known;
+}
+
 /* Step 1 for a batch: one listing for files in several places when it
  * is cheap, else one listing per directory holding several files; one
- * stat for a lone file. */
+ * stat for a lone file. Not for new files whose names are known free. */
 static int check_batch(struct osbfs *fs, struct writeback *wb,
 		       struct item *items, size_t n)
 {
+	for (size_t i = 0; i < n; i++)
+		if (!items[i].skip && known_absent(fs, &items[i]))
+			items[i].m.base = BASE_UNKNOWN; /* nothing to check */
 	int wrc = check_by_walk(fs, wb, items, n);
 	if (wrc != -EAGAIN)
 		return wrc;
