@@ -105,20 +105,28 @@ def test_first_git_status_after_the_commit_costs_at_most_10_requests(server, mak
     assert files_in(m.p("t")) == files_in(str(src))
 
 
+def untar_counted(server, make_mount, tree, git):
+    """Untars the tree into a new directory of a mount (then commits it
+    with git if @git) and syncs; the mount and the requests it took."""
+    src, tar = tree
+    m = make_mount(options=CACHING + ["writeback_delay=1h"])
+    os.mkdir(m.p("t"))
+    server.reset_stats()
+    run(["tar", "xf", str(tar)], cwd=m.p("t"))
+    if git:
+        commit(m.p("t"))
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+    return m, requests(server, m.sandbox_id)
+
+
 def test_untar_then_sync_costs_at_most_120_requests(server, make_mount, tree):
     """5,000 files and 277 directories: the directories go in one request
     per batch, the files in batches of up to 256 (with their times in one
     command per batch). Uploads wait for the sync here, so that the
     batches do not depend on the machine's speed."""
-    src, tar = tree
-    m = make_mount(options=CACHING + ["writeback_delay=1h"])
+    m, got = untar_counted(server, make_mount, tree, git=False)
     sid = m.sandbox_id
-    os.mkdir(m.p("t"))
-    server.reset_stats()
-    run(["tar", "xf", str(tar)], cwd=m.p("t"))
-    with open(m.p(".osb", "ctl"), "w") as f:
-        f.write("sync\n")
-    got = requests(server, sid)
     print("untar + sync:", sum(got.values()), got)
     assert sum(got.values()) <= 120, got
     assert got.get("POST /files/permissions", 0) == 0, got
@@ -128,16 +136,8 @@ def test_untar_then_sync_costs_at_most_120_requests(server, make_mount, tree):
 
 
 def test_untar_git_commit_then_sync_costs_at_most_300_requests(server, make_mount, tree):
-    src, tar = tree
-    m = make_mount(options=CACHING + ["writeback_delay=1h"])
+    m, got = untar_counted(server, make_mount, tree, git=True)
     sid = m.sandbox_id
-    os.mkdir(m.p("t"))
-    server.reset_stats()
-    run(["tar", "xf", str(tar)], cwd=m.p("t"))
-    commit(m.p("t"))
-    with open(m.p(".osb", "ctl"), "w") as f:
-        f.write("sync\n")
-    got = requests(server, sid)
     print("untar + git + sync:", sum(got.values()), got)
     assert sum(got.values()) <= 300, got
     rc, out, err = server.run(sid, "cd %s && git status --porcelain | wc -l && git log --oneline | wc -l"
