@@ -47,6 +47,7 @@ struct job {
 	char *cwd;                   /* NULL until known */
 	struct timespec created_at, started_at, finished_at;
 	int64_t size[2];
+	bool size_final[2];          /* DONE, and a read found the end */
 	struct timespec mtime[2];
 
 	/* the monitor's (also under js->lock) */

@@ -265,9 +265,13 @@ int job_read_output(struct jobs *js, struct job *j, enum job_stream which,
 	pthread_mutex_lock(&js->lock);
 	bool done = j->state == JOB_DONE;
 	bool none = j->state == JOB_CREATED;
+	bool final = done && j->size_final[which];
 	int64_t known = j->size[which];
 	pthread_mutex_unlock(&js->lock);
-	if (none || (done && off >= known))
+	/* the size seen last may predate the job's last writes (a listing
+	 * stats stdout before the exit marker): a done job's end is known
+	 * once a read found it */
+	if (none || (final && off >= known))
 		return 0;
 	if (!done)
 		job_watch(js, j);
@@ -284,6 +288,8 @@ int job_read_output(struct jobs *js, struct job *j, enum job_stream which,
 	pthread_mutex_lock(&js->lock);
 	if (off + (int64_t)out->len > j->size[which])
 		j->size[which] = off + (int64_t)out->len;
+	if (done && out->len < size)
+		j->size_final[which] = true; /* short: the end */
 	pthread_mutex_unlock(&js->lock);
 	return 0;
 }

@@ -215,8 +215,10 @@ static int fetch(struct osbfs *fs, struct held *h, int depth)
 	pthread_mutex_lock(&fs->nodes.lock);
 	w.seq = fs->nodes.change_seq;
 	/* made here and not sent yet: what is here is all there is (its
-	 * files are ours), nothing to ask */
-	bool ours = d->list_ours && d->cf && cache_only_local(fs->cache, d->cf);
+	 * files are ours), nothing to ask, unless listings are not to be
+	 * cached at all (someone else may write into it meanwhile) */
+	bool ours = fs->opt->dir_timeout_ms > 0 && d->list_ours && d->cf &&
+		    cache_only_local(fs->cache, d->cf);
 	pthread_mutex_unlock(&fs->nodes.lock);
 
 	int rc = ours ? 0 :
