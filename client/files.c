@@ -687,12 +687,6 @@ int osb_file_chmod(struct osb_sandbox *sb, const char *path, mode_t mode,
 	return perm_call(sb, "/files/permissions", &p, 1, err);
 }
 
-int osb_files_chmod(struct osb_sandbox *sb, const struct osb_perm *files,
-		    size_t n, struct osb_error *err)
-{
-	return perm_call(sb, "/files/permissions", files, n, err);
-}
-
 int osb_file_search(struct osb_sandbox *sb, const char *dir,
 		    const char *pattern, struct osb_stat **ret_entries,
 		    size_t *ret_n, struct osb_error *err)

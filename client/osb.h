@@ -478,9 +478,6 @@ int osb_file_move(struct osb_sandbox *sb, const struct osb_move *moves,
 int osb_file_chmod(struct osb_sandbox *sb, const char *path, mode_t mode,
 		   const char *owner, const char *group,
 		   struct osb_error *err);
-/* The same for @n paths in one request. */
-int osb_files_chmod(struct osb_sandbox *sb, const struct osb_perm *files,
-		    size_t n, struct osb_error *err);
 
 /* Files under @dir whose base name matches the glob @pattern ("**" for
  * all), recursively. */

@@ -613,6 +613,12 @@ int remote_fetch(struct osbfs *fs, const char *path, int64_t off,
 	return download(fs, path, off, len, size, sink, arg, NULL);
 }
 
+/* An owner or group name, or NULL for none ("" too). */
+static const char *name_or_null(const char *s)
+{
+	return s && *s ? s : NULL;
+}
+
 int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n)
 {
 	struct osb_error err;
@@ -628,8 +634,8 @@ int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n)
 		ups[i].fd = u[i].fd;
 		ups[i].size = u[i].size;
 		ups[i].mode = u[i].mode & 0777;
-		ups[i].owner = u[i].owner && *u[i].owner ? u[i].owner : NULL;
-		ups[i].group = u[i].group && *u[i].group ? u[i].group : NULL;
+		ups[i].owner = name_or_null(u[i].owner);
+		ups[i].group = name_or_null(u[i].group);
 	}
 	if (!rc) {
 		rc = osb_file_upload(fs->sb, ups, n, &err);
@@ -648,12 +654,13 @@ int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n)
 	return rc;
 }
 
-/* A mode the API cannot give (0, or with special bits), or a path it
- * cannot take: a command. */
-static bool plain_dir(const struct rdir *d)
+/* Whether the file API can give @path @mode: not a mode 0 or one with
+ * special bits (they do not cross it), nor a path it cannot take; those
+ * go by command. */
+static bool api_mode(const char *path, mode_t mode)
 {
-	return osb_path_is_safe(d->path) && (d->mode & 07777) != 0 &&
-	       !(d->mode & 07000);
+	return osb_path_is_safe(path) && (mode & 07777) != 0 &&
+	       !(mode & 07000);
 }
 
 static int mkdir_by_command(struct osbfs *fs, const char *path, mode_t mode)
@@ -674,11 +681,6 @@ static int mkdir_by_command(struct osbfs *fs, const char *path, mode_t mode)
 	return rc;
 }
 
-static const char *name_or_null(const char *s)
-{
-	return s && *s ? s : NULL;
-}
-
 int remote_dirs(struct osbfs *fs, const struct rdir *d, size_t n)
 {
 	struct osb_error err;
@@ -688,7 +690,7 @@ int remote_dirs(struct osbfs *fs, const struct rdir *d, size_t n)
 
 	for (size_t i = 0; !rc && i < n; i++) {
 		rc = path_check(d[i].path);
-		if (!rc && !plain_dir(&d[i]))
+		if (!rc && !api_mode(d[i].path, d[i].mode))
 			rc = mkdir_by_command(fs, d[i].path, d[i].mode);
 		else if (!rc)
 			p[np++] = (struct osb_perm){
@@ -827,8 +829,7 @@ int remote_chmod(struct osbfs *fs, const char *path, mode_t mode,
 	int rc = path_check(path);
 	if (rc)
 		return rc;
-	if (!osb_path_is_safe(path) || (mode & 07777) == 0 || (mode & 07000)) {
-		/* mode 0 and the special bits do not cross the API */
+	if (!api_mode(path, mode)) {
 		char m[16];
 		snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
 		char *q = osb_shell_quote(path), *cmd = NULL;
@@ -847,8 +848,8 @@ int remote_chmod(struct osbfs *fs, const char *path, mode_t mode,
 	do {
 		/* execd chowns on every call: pass the owner we know */
 		rc = osb_file_chmod(fs->sb, path, mode & 0777,
-				    owner && *owner ? owner : NULL,
-				    group && *group ? group : NULL, &err);
+				    name_or_null(owner), name_or_null(group),
+				    &err);
 	} while (rc && again(fs, rc));
 	return rc ? fail(rc, &err, "chmod", path) : 0;
 }

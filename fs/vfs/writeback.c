@@ -55,7 +55,6 @@ struct writeback {
 	bool stop;
 	/* statistics, under cache.lock */
 	uint64_t uploaded_files, uploaded_bytes, failed, conflicts;
-	uint64_t made_dirs;     /* directories made or given a mode */
 	size_t inflight;
 	atomic_llong walk_after;  /* no batch walks before (monotonic ms) */
 };
@@ -459,7 +458,6 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		}
 		cache_uploaded(c, cf, it->gen);
 		if (it->m.dir) {
-			wb->made_dirs++;
 			if (cf->node) {
 				cf->node->change_gen = ++fs->nodes.change_seq;
 				cf->node->attr.mode = it->m.mode & 07777;
@@ -495,20 +493,22 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 	int rc = ups && times && dirs ? 0 : -ENOMEM;
 	bool times_ok = true;
 
-	size_t nfiles = 0, ndirs = 0;
+	size_t nfiles = 0;
 	const char *first = NULL; /* file, for the messages */
 	for (size_t i = 0; i < n; i++) {
 		struct item *it = &items[i];
 		snapshot(fs, it);
 		if (it->skip)
 			continue;
-		if (it->m.dir) {
-			ndirs++;
-		} else {
-			nfiles++;
-			if (!first)
-				first = it->path;
-		}
+		if (it->m.dir && dirs)
+			dirs[nd++] = (struct rdir){
+				.path = it->path,
+				.mode = it->m.mode,
+				.owner = it->m.owner,
+				.group = it->m.group,
+			};
+		else if (!it->m.dir && nfiles++ == 0)
+			first = it->path;
 	}
 	for (size_t i = 0; !rc && i < n; i++)
 		if (!items[i].skip && !items[i].m.dir && items[i].fd < 0)
@@ -517,23 +517,13 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 		rc = check_batch(fs, wb, items, n);
 	/* directories first, so that the files in them find their modes
 	 * (an upload would make a missing one with execd's default) */
-	for (size_t i = 0; !rc && i < n; i++) {
-		struct item *it = &items[i];
-		if (!it->skip && it->m.dir)
-			dirs[nd++] = (struct rdir){
-				.path = it->path,
-				.mode = it->m.mode,
-				.owner = it->m.owner,
-				.group = it->m.group,
-			};
-	}
 	int drc = rc;
 	if (!rc && nd)
 		drc = remote_dirs(fs, dirs, nd);
-	if (ndirs && drc)
+	if (nd && drc)
 		log_error("making %zu directory(ies) failed, first %s (%s); "
 			  "kept locally and retried",
-			  ndirs, nd ? dirs[0].path : "?", strerror(-drc));
+			  nd, dirs[0].path, strerror(-drc));
 	size_t nt = 0;
 	for (size_t i = 0; !rc && i < n; i++) {
 		struct item *it = &items[i];
@@ -841,22 +831,20 @@ static bool done_or_failed(const struct cfile *cf, uint64_t target,
 	return !cf->dirty || cf->uploaded_gen >= target || cf->fail_seq != seq;
 }
 
-int wb_flush(struct osbfs *fs, struct cfile *cf)
+/* After request(): waits for @cf's upload up to @target, or for the
+ * attempt to fail (c->lock held). 0 or -EIO. */
+static int flush_wait(struct osbfs *fs, struct cfile *cf, uint64_t target,
+		      uint64_t seq)
 {
 	struct cache *c = fs->cache;
-
-	pthread_mutex_lock(&c->lock);
-	if (!cf->dirty || !fs->wb) {
-		pthread_mutex_unlock(&c->lock);
-		return 0;
-	}
-	uint64_t seq = cf->fail_seq;
-	uint64_t target = request(fs, cf);
 	while (!done_or_failed(cf, target, seq) && !fs->wb->stop)
 		pthread_cond_wait(&c->changed, &c->lock);
-	int rc = !cf->dirty || cf->uploaded_gen >= target ? 0 : -EIO;
-	pthread_mutex_unlock(&c->lock);
-	return rc;
+	return !cf->dirty || cf->uploaded_gen >= target ? 0 : -EIO;
+}
+
+int wb_flush(struct osbfs *fs, struct cfile *cf)
+{
+	return wb_flush_list(fs, &cf, 1);
 }
 
 int wb_flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n)
@@ -874,15 +862,9 @@ int wb_flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n)
 		seq[i] = cfs[i]->fail_seq;
 		target[i] = request(fs, cfs[i]);
 	}
-	for (size_t i = 0; !rc && i < n; i++) {
-		struct cfile *cf = cfs[i];
-		if (!target[i])
-			continue;
-		while (!done_or_failed(cf, target[i], seq[i]) && !fs->wb->stop)
-			pthread_cond_wait(&c->changed, &c->lock);
-		if (cf->dirty && cf->uploaded_gen < target[i])
-			rc = -EIO;
-	}
+	for (size_t i = 0; !rc && i < n; i++)
+		if (target[i])
+			rc = flush_wait(fs, cfs[i], target[i], seq[i]);
 	pthread_mutex_unlock(&c->lock);
 	free(target);
 	free(seq);
