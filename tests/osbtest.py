@@ -101,6 +101,22 @@ def multipart_body(parts, boundary=None):
     return b"".join(chunks), "multipart/form-data; boundary=" + boundary
 
 
+def execd_routes(server, sid):
+    """Requests sandbox sid's execd got since the last reset_stats(), by
+    route (the lifecycle API, which the keepalive may call at any time,
+    does not count)."""
+    routes = server.stats().get("sandboxes", {}).get(sid, {})
+    return {r: n for r, n in routes.items() if "/sandboxes" not in r}
+
+
+def execd_requests(server, sid):
+    return sum(execd_routes(server, sid).values())
+
+
+def route_count(server, sid, key):
+    return execd_routes(server, sid).get(key, 0)
+
+
 def wait_until(predicate, timeout, what, step=0.05):
     """Calls predicate() every @step seconds until it returns a true value,
     and returns that value.  After @timeout seconds raises AssertionError

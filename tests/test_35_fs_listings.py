@@ -7,17 +7,7 @@ import os
 import threading
 import time
 
-
-
-def count(server, sid, key):
-    return server.stats().get("sandboxes", {}).get(sid, {}).get(key, 0)
-
-
-def requests(server, sid):
-    """Requests to the sandbox's execd (the lifecycle API, which the
-    keepalive may call at any time, does not count)."""
-    routes = server.stats().get("sandboxes", {}).get(sid, {})
-    return sum(n for r, n in routes.items() if "/sandboxes" not in r)
+from osbtest import execd_requests, route_count
 
 
 def walk(top):
@@ -55,12 +45,12 @@ def test_a_walk_of_a_small_tree_costs_one_listing(server, make_mount):
     made = make_tree(server, sid, m.spath(), dirs, 20)
     server.reset_stats()
     assert walk(m.p()) == made
-    assert count(server, sid, "GET /directories/list") == 1
-    assert requests(server, sid) == 1
+    assert route_count(server, sid, "GET /directories/list") == 1
+    assert execd_requests(server, sid) == 1
     # and every stat after it is answered from it
     for p in made:
         os.lstat(m.p(p))
-    assert requests(server, sid) == 1
+    assert execd_requests(server, sid) == 1
 
 
 def test_a_tree_too_big_for_one_listing_is_listed_whole(server, make_mount):
@@ -71,13 +61,13 @@ def test_a_tree_too_big_for_one_listing_is_listed_whole(server, make_mount):
     made = make_tree(server, sid, m.spath("t"), dirs, 3000)
     server.reset_stats()
     assert walk(m.p("t")) == made
-    listings = count(server, sid, "GET /directories/list")
+    listings = route_count(server, sid, "GET /directories/list")
     assert 2 <= listings <= 12, listings
-    assert count(server, sid, "GET /files/info") <= 2
+    assert route_count(server, sid, "GET /files/info") <= 2
     # a second walk while the listings hold costs nothing
     server.reset_stats()
     assert walk(m.p("t")) == made
-    assert requests(server, sid) == 0
+    assert execd_requests(server, sid) == 0
     assert sorted(os.listdir(m.p("t", "b", "y"))) == sorted(
         ["z"] + ["f%d" % i for i in range(3000)])
 
@@ -108,8 +98,8 @@ def test_stale_attributes_come_from_one_listing_of_the_parent(server, make_mount
     assert sizes["f7"] == 5 and sizes["f8"] == 0
     # the first stale stat lists (a subtree of) the tree once; the rest
     # are answered from it
-    assert count(server, sid, "GET /files/info") == 0
-    assert count(server, sid, "GET /directories/list") <= 2
+    assert route_count(server, sid, "GET /files/info") == 0
+    assert route_count(server, sid, "GET /directories/list") <= 2
 
 
 def test_names_created_here_are_found_without_asking_while_listed(server, make_mount):
@@ -120,8 +110,8 @@ def test_names_created_here_are_found_without_asking_while_listed(server, make_m
     for i in range(50):
         with open(m.p("new", "n%d" % i), "w") as f:
             f.write("x")
-    assert count(server, sid, "GET /files/info") == 0
-    assert count(server, sid, "GET /directories/list") == 0
+    assert route_count(server, sid, "GET /files/info") == 0
+    assert route_count(server, sid, "GET /directories/list") == 0
 
 
 def test_one_listing_checks_a_batch_in_many_directories(server, make_mount):
@@ -141,9 +131,9 @@ def test_one_listing_checks_a_batch_in_many_directories(server, make_mount):
     server.reset_stats()
     with open(m.p(".osb", "ctl"), "w") as f:
         f.write("sync\n")
-    assert count(server, sid, "GET /directories/list") == 1
-    assert count(server, sid, "GET /files/info") == 0
-    assert count(server, sid, "POST /files/upload") == 1
+    assert route_count(server, sid, "GET /directories/list") == 1
+    assert route_count(server, sid, "GET /files/info") == 0
+    assert route_count(server, sid, "POST /files/upload") == 1
     for d in dirs:
         for i in range(3):
             assert server.read_file(sid, m.spath(*d, "n%d" % i)) == b"ours " + "/".join(d).encode()

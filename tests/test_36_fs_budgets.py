@@ -17,13 +17,7 @@ import time
 import pytest
 
 import srctree
-
-
-def requests(server, sid):
-    """Requests to the sandbox's execd (the lifecycle API, which the
-    keepalive may call at any time, does not count), by route."""
-    routes = server.stats().get("sandboxes", {}).get(sid, {})
-    return {r: n for r, n in routes.items() if "/sandboxes" not in r}
+from osbtest import execd_routes
 
 
 def run(args, cwd):
@@ -83,7 +77,7 @@ def test_find_cold_costs_at_most_10_requests(server, make_mount, tree):
     server.reset_stats()
     out = run(["find", "t"], cwd=m2.path)
     assert len(out.splitlines()) == srctree.NFILES + srctree.NDIRS
-    got = requests(server, sid)
+    got = execd_routes(server, sid)
     assert sum(got.values()) <= 10, got
 
 
@@ -100,7 +94,7 @@ def test_first_git_status_after_the_commit_costs_at_most_10_requests(server, mak
     time.sleep(6)
     server.reset_stats()
     assert run(GIT + ["status", "--porcelain"], cwd=m.p("t")) == ""
-    got = requests(server, sid)
+    got = execd_routes(server, sid)
     assert sum(got.values()) <= 10, got
     assert files_in(m.p("t")) == files_in(str(src))
 
@@ -117,7 +111,7 @@ def untar_counted(server, make_mount, tree, git):
         commit(m.p("t"))
     with open(m.p(".osb", "ctl"), "w") as f:
         f.write("sync\n")
-    return m, requests(server, m.sandbox_id)
+    return m, execd_routes(server, m.sandbox_id)
 
 
 def test_untar_then_sync_costs_at_most_120_requests(server, make_mount, tree):
@@ -162,7 +156,7 @@ def test_200_editor_saves_cost_at_most_650_requests(server, make_mount):
             f.flush()
             os.fsync(f.fileno())
         os.rename(tmp, m.p("e", "edited.txt"))
-    got = requests(server, sid)
+    got = execd_routes(server, sid)
     print("200 saves:", sum(got.values()), got)
     assert sum(got.values()) <= 650, got
     assert server.read_file(sid, m.spath("e", "edited.txt")) == b"v200\n"

@@ -10,15 +10,7 @@ import subprocess
 import time
 
 from jobhelp import osb, start, wait, write
-
-
-def count(server, sid, key):
-    return server.stats().get("sandboxes", {}).get(sid, {}).get(key, 0)
-
-
-def requests(server, sid):
-    routes = server.stats().get("sandboxes", {}).get(sid, {})
-    return sum(n for r, n in routes.items() if "/sandboxes" not in r)
+from osbtest import execd_requests, route_count
 
 
 def sync(m):
@@ -36,13 +28,13 @@ def test_a_tree_of_new_directories_is_made_in_one_request(server, make_mount):
             f.write("%d" % i)
     for i in range(20):
         os.chmod(m.p("top", "d%02d" % i), 0o750)
-    assert requests(server, sid) == 0
+    assert execd_requests(server, sid) == 0
     assert os.stat(m.p("top", "d03")).st_mode & 0o7777 == 0o750
     assert sorted(os.listdir(m.p("top")))[:2] == ["d00", "d01"]
     sync(m)
-    assert count(server, sid, "POST /directories") == 1
-    assert count(server, sid, "POST /files/permissions") == 0
-    assert count(server, sid, "POST /files/upload") == 1
+    assert route_count(server, sid, "POST /directories") == 1
+    assert route_count(server, sid, "POST /files/permissions") == 0
+    assert route_count(server, sid, "POST /files/upload") == 1
     for i in range(20):
         assert server.stat(sid, m.spath("top", "d%02d" % i))["mode"] == 750
         assert server.stat(sid, m.spath("top", "d%02d" % i, "sub"))["mode"] == 700
@@ -58,10 +50,10 @@ def test_modes_of_directories_in_the_sandbox_are_sent_together(server, make_moun
     server.reset_stats()
     for n in "abc":
         os.chmod(m.p(n), 0o711)
-    assert count(server, sid, "POST /files/permissions") == 0
-    assert count(server, sid, "POST /directories") == 0
+    assert route_count(server, sid, "POST /files/permissions") == 0
+    assert route_count(server, sid, "POST /directories") == 0
     sync(m)
-    assert count(server, sid, "POST /directories") == 1
+    assert route_count(server, sid, "POST /directories") == 1
     for n in "abc":
         assert server.stat(sid, m.spath(n))["mode"] == 711
 
@@ -161,8 +153,8 @@ def test_untar_of_a_tree_makes_its_directories_with_their_modes(server, make_mou
     server.reset_stats()
     subprocess.run(["tar", "xf", str(tarball), "-C", m.p("t")], check=True)
     sync(m)
-    assert count(server, sid, "POST /directories") <= 2
-    assert count(server, sid, "POST /files/permissions") == 0
+    assert route_count(server, sid, "POST /directories") <= 2
+    assert route_count(server, sid, "POST /files/permissions") == 0
     assert server.stat(sid, m.spath("t", "a", "b"))["mode"] == 751
     assert server.stat(sid, m.spath("t", "x"))["mode"] == 700
     assert server.read_file(sid, m.spath("t", "a", "b", "c", "f")) == b"a/b/c"
