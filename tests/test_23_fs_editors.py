@@ -2,11 +2,16 @@
 atomic-save pattern, git, tar, cp -a and rsync. Each result is checked on
 the sandbox side too."""
 
+import errno
 import hashlib
 import os
 import random
 import subprocess
 import time
+
+import pytest
+
+from osbtest import execd_routes, wait_until
 
 
 def run(args, cwd=None, env=None, check=True):
@@ -195,3 +200,105 @@ def test_compile_and_run_c_program(server, mount):
     sync_all(mount)
     code, out, _ = server.run(mount.sandbox_id, mount.spath("hello"))
     assert (code, out) == (0, "built\n")
+
+
+def save(m, name, data, tmp_name=None):
+    """An editor's save: a temporary file written, fsynced, renamed over."""
+    tmp = m.p(tmp_name or "." + name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, m.p(name))
+
+
+def test_a_save_costs_the_upload_and_the_removal_and_the_mtime_follows(server, make_mount):
+    m = make_mount(options=["writeback_delay=1h"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("s.txt"), b"old\n")
+    assert open(m.p("s.txt"), "rb").read() == b"old\n"
+    save(m, "s.txt", b"first\n")
+    server.reset_stats()
+    save(m, "s.txt", b"new\n")
+    got = execd_routes(server, sid)
+    # the fsync's upload, then the temporary file's removal: no command,
+    # and the temporary name is known free (the mount removed it)
+    assert got == {"POST /files/upload": 1, "DELETE /files": 1}, got
+    assert server.stat(sid, m.spath(".s.txt.tmp")) is None
+    assert open(m.p("s.txt"), "rb").read() == b"new\n"
+    assert sorted(os.listdir(m.p())) == ["s.txt"]
+    local = os.stat(m.p("s.txt")).st_mtime_ns
+    sync_all(m)
+    assert server.read_file(sid, m.spath("s.txt")) == b"new\n"
+    code, out, _ = server.run(sid, "stat -c %%Y %s" % m.spath("s.txt"))
+    assert code == 0 and int(out) == local // 10**9
+    assert os.stat(m.p("s.txt")).st_mtime_ns == local
+
+
+def test_fsync_returns_with_the_bytes_and_the_mtime_follows(server, make_mount):
+    m = make_mount()
+    sid = m.sandbox_id
+    with open(m.p("f.txt"), "wb") as f:
+        f.write(b"bytes\n")
+        f.flush()
+        os.utime(f.fileno(), (1000000000, 1000000000))
+        os.fsync(f.fileno())
+        assert server.read_file(sid, m.spath("f.txt")) == b"bytes\n"
+    # the mtime goes a second later, with the close's batch or alone
+    def mtime():
+        code, out, _ = server.run(sid, "stat -c %%Y %s" % m.spath("f.txt"))
+        return code == 0 and int(out) == 1000000000
+    wait_until(mtime, 30, "the mtime set in the sandbox")
+    assert os.stat(m.p("f.txt")).st_mtime == 1000000000
+
+
+def test_a_save_survives_kill9_before_its_batch(server, make_mount, tmp_path):
+    cache = str(tmp_path / "cache")
+    m = make_mount(options=["writeback_delay=1h"], cache_dir=cache)
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("k.txt"), b"v1\n")
+    assert open(m.p("k.txt"), "rb").read() == b"v1\n"
+    save(m, "k.txt", b"v2\n")
+    m.kill9()
+    # the temporary copy is gone, the new bytes are in the journal
+    assert server.stat(sid, m.spath(".k.txt.tmp")) is None
+    m2 = make_mount(sandbox_id=sid, create=False, cache_dir=cache)
+    assert open(m2.p("k.txt"), "rb").read() == b"v2\n"
+    wait_until(lambda: server.read_file(sid, m2.spath("k.txt")) == b"v2\n", 60, "the save uploaded")
+    assert server.stat(sid, m2.spath(".k.txt.tmp")) is None
+    assert sorted(n for n in os.listdir(m2.p()) if n != ".osb") == ["k.txt"]
+
+
+def test_a_big_file_renamed_after_its_fsync_is_moved_not_sent_again(server, make_mount):
+    m = make_mount(options=["writeback_delay=1h"])
+    sid = m.sandbox_id
+    data = os.urandom(2 << 20)
+    server.reset_stats()
+    save(m, "big.bin", data)
+    got = execd_routes(server, sid)
+    # moved in the sandbox (files/mv, or a command over a file)
+    assert got.get("POST /files/upload") == 1, got
+    assert got.get("POST /files/mv", 0) + got.get("POST /command", 0) >= 1, got
+    assert server.read_file(sid, m.spath("big.bin")) == data
+    assert server.stat(sid, m.spath(".big.bin.tmp")) is None
+
+
+def test_a_save_whose_removal_fails_stays_where_it_was(server, make_mount):
+    m = make_mount(options=["writeback_delay=1h"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("r.txt"), b"kept\n")
+    assert open(m.p("r.txt"), "rb").read() == b"kept\n"
+    server.set_faults(next=100, kinds=["500"], method="DELETE", path="/files")
+    try:
+        with pytest.raises(OSError) as e:
+            save(m, "r.txt", b"mine\n")
+        assert e.value.errno == errno.EIO
+    finally:
+        server.clear_faults()
+    assert open(m.p(".r.txt.tmp"), "rb").read() == b"mine\n"
+    assert open(m.p("r.txt"), "rb").read() == b"kept\n"
+    os.rename(m.p(".r.txt.tmp"), m.p("r.txt"))
+    sync_all(m)
+    assert server.read_file(sid, m.spath("r.txt")) == b"mine\n"
+    assert server.stat(sid, m.spath(".r.txt.tmp")) is None
+    assert [n for n in os.listdir(m.p()) if "conflict" in n] == []

@@ -487,6 +487,8 @@ static int record_update(struct cache *c, struct cfile *cf, const char *path)
 {
 	int rc = 0;
 	pthread_mutex_lock(&c->lock);
+	/* moved: the answer that its name was free is of another name */
+	cf->absent_until = 0;
 	if (cf->dirty)
 		rc = record_write(c, cf, path);
 	pthread_mutex_unlock(&c->lock);
@@ -499,6 +501,43 @@ int cache_record_update(struct cache *c, struct cfile *cf, const char *path)
 	if (rc && cache_room_made(c, rc))
 		rc = record_update(c, cf, path);
 	return rc;
+}
+
+int cache_resend(struct cache *c, struct cfile *cf, struct cfile *dcf,
+		 const struct fattr *da, const char *path)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->data_gen = 0;
+	cf->m.base = BASE_ABSENT;
+	cf->absent_until = 0;
+	/* the fsync that sent it is answered: no hurry but a sync's */
+	if (cf->flush_gen > cf->full_gen)
+		cf->flush_gen = cf->full_gen;
+	pthread_mutex_unlock(&c->lock);
+	if (da)
+		cache_moved_over(c, cf, dcf, da);
+	/* the sandbox's copy is about to go: this one must outlive a power
+	 * loss, the bytes and the record that sends them */
+	int fd = cache_fd(c, cf);
+	int rc = fd < 0 ? fd : fdatasync(fd) < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	pthread_mutex_lock(&c->lock);
+	if (!rc)
+		rc = record_write(c, cf, path);
+	if (!rc && fdatasync(c->journal_fd) < 0)
+		rc = -errno;
+	if (rc) /* it stays where the sandbox has it: sent again there */
+		cf->m.base = BASE_UNKNOWN;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+void cache_base_lost(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->m.base = BASE_UNKNOWN;
+	pthread_mutex_unlock(&c->lock);
 }
 
 int cache_record_refresh(struct cache *c, struct cfile *cf)

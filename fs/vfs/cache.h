@@ -119,11 +119,15 @@ struct cfile *cache_prepare(struct cache *c, struct node *n,
 /*
  * cache_created() - node @n is created (open with O_CREAT): @existed is
  * what the sandbox has there, or NULL if nothing; @mode the mode asked
- * for a new file. Sets the local attributes and validator; returns the
- * cfile (NULL on ENOMEM). Caller holds the node lock.
+ * for a new file; @absent_until, for a new file, until when the answer
+ * that the sandbox has no such file stays fresh (monotonic ms; 0 when
+ * unknown): its upload trusts it as a create trusts a negative entry.
+ * Sets the local attributes and validator; returns the cfile (NULL on
+ * ENOMEM). Caller holds the node lock.
  */
 struct cfile *cache_created(struct cache *c, struct node *n,
-			    const struct fattr *existed, mode_t mode);
+			    const struct fattr *existed, mode_t mode,
+			    long long absent_until);
 
 /*
  * cache_dir_changed() - directory @n was made here (@existed NULL) or
@@ -230,6 +234,25 @@ void cache_times_done(struct cache *c, struct cfile *cf,
  */
 void cache_moved_over(struct cache *c, struct cfile *scf, struct cfile *dcf,
 		      const struct fattr *da);
+
+/*
+ * cache_sent_here() - whether @cf's copy in the sandbox is one this
+ * mount uploaded a moment ago, whose times have yet to follow (an
+ * editor's fsync before its rename), with its bytes whole here and at
+ * most @max of them: a rename may then upload it again under the new
+ * name rather than run a command in the sandbox.
+ * cache_resend() - such a file moves to @path, over @dcf and @da (what
+ * the sandbox has there; both NULL when nothing): it is to go whole to
+ * the new name, as one never uploaded (cache_only_local()). Its bytes
+ * and record are on disk when this returns 0, so the sandbox's copy
+ * may go; on an error it stays to be sent where it was.
+ */
+bool cache_sent_here(struct cache *c, struct cfile *cf, int64_t max);
+int cache_resend(struct cache *c, struct cfile *cf, struct cfile *dcf,
+		 const struct fattr *da, const char *path);
+/* What the sandbox has at @cf's name is not known (a resent file that
+ * stays where it was): its next upload replaces it without a check. */
+void cache_base_lost(struct cache *c, struct cfile *cf);
 
 /* ---- the journal ---- */
 

@@ -164,7 +164,8 @@ struct cfile *cache_dir_changed(struct cache *c, struct node *n,
 }
 
 struct cfile *cache_created(struct cache *c, struct node *n,
-			    const struct fattr *existed, mode_t mode)
+			    const struct fattr *existed, mode_t mode,
+			    long long absent_until)
 {
 	struct cfile *cf = cache_attach(c, n);
 	if (!cf)
@@ -176,6 +177,7 @@ struct cfile *cache_created(struct cache *c, struct node *n,
 			base_from(&cf->m, existed);
 		} else {
 			cf->m.base = BASE_ABSENT;
+			cf->absent_until = absent_until;
 		}
 	}
 	cf->m.mode = existed ? existed->mode : (mode & 07777);
@@ -499,4 +501,13 @@ void cache_moved_over(struct cache *c, struct cfile *scf, struct cfile *dcf,
 		base_from(&scf->m, da);
 	}
 	pthread_mutex_unlock(&c->lock);
+}
+
+bool cache_sent_here(struct cache *c, struct cfile *cf, int64_t max)
+{
+	pthread_mutex_lock(&c->lock);
+	bool sent = cf->dirty && cf->data_gen && !cf->m.dir &&
+		    cf->size <= max && (cf->complete || cf->dirty);
+	pthread_mutex_unlock(&c->lock);
+	return sent;
 }

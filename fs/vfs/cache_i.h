@@ -85,10 +85,13 @@ struct cfile {
 	uint64_t wgen;          /* bumped by every change */
 	uint64_t uploaded_gen;  /* the last generation the sandbox has */
 	uint64_t flush_gen;     /* upload up to here now (fsync, sync) */
+	uint64_t full_gen;      /* ... with its times too (sync, not fsync) */
 	uint64_t data_gen;      /* the sandbox has this generation's bytes,
 				   but its times or mode could not be set:
 				   only those are retried */
 	long long due_ms;       /* when the upload may start */
+	long long absent_until; /* made where the sandbox was known to have
+				   nothing, as fresh as that (cache_created) */
 	bool inflight;
 	bool solo;              /* upload alone (a batch with it failed) */
 	unsigned failures;      /* consecutive failed uploads */

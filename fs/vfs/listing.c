@@ -336,3 +336,10 @@ void dir_changed(struct osbfs *fs, struct node *parent, struct node *child)
 		parent->list_count--;
 	}
 }
+
+void dir_name_gone(struct osbfs *fs, struct node *parent, const char *name)
+{
+	struct node *g = node_child_get(&fs->nodes, parent, name);
+	if (g && !g->nlookup && !g->refs)
+		node_set_negative(g, mono_ms() + fs->opt->negative_timeout_ms);
+}

@@ -14,6 +14,11 @@
 #include "log.h"
 #include "ops.h"
 #include "watch.h"
+
+/* A file sent from here a moment ago and renamed over another goes again
+ * under its new name up to this size (a command in the sandbox costs
+ * more than sending this again); a bigger one is moved by command. */
+#define RESEND_MAX (1 << 20)
 #include "writeback.h"
 
 /* ---- listings ---- */
@@ -245,8 +250,9 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	struct node *d = node_by_ino(&fs->nodes, ino);
 	struct node *c = d ? d->child_first : NULL;
 	for (struct node *x = d; x && !rc; x = x == d ? c : x->sib_next) {
-		if (!x->cf || !cache_is_dir(fs->cache, x->cf) ||
-		    !cache_is_dirty(fs->cache, x->cf))
+		/* the directory, and what is in it that the sandbox lacks
+		 * (a file renamed here goes under its new name) */
+		if (!x->cf || !cache_is_dirty(fs->cache, x->cf))
 			continue;
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 8;
@@ -263,7 +269,7 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (!rc)
-		rc = wb_flush_list(fs, cfs, n);
+		rc = wb_flush_list(fs, cfs, n, true);
 	for (size_t i = 0; i < n; i++)
 		cache_unref(fs->cache, cfs[i]);
 	free(cfs);
@@ -469,8 +475,10 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 				cache_forget(fs->cache, h.n->cf);
 			struct node *p = h.n->parent;
 			node_unlink(&fs->nodes, h.n);
-			if (p)
+			if (p) {
 				dir_changed(fs, p, NULL);
+				dir_name_gone(fs, p, name);
+			}
 			pthread_mutex_unlock(&fs->nodes.lock);
 		}
 		pthread_rwlock_unlock(&fs->path_lock);
@@ -582,13 +590,33 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	bool dst_local = dcf && cache_only_local(fs->cache, dcf);
 	pthread_mutex_unlock(&fs->nodes.lock);
 
-	if (src_local && sa.type != OSB_DIR &&
-	    (!dst_exists || dst_local || da.type == OSB_FILE)) {
+	bool over_file = !dst_exists || dst_local || da.type == OSB_FILE;
+	/* over a file only: a name that had nothing stays in the sandbox
+	 * (moved there by files/mv), never missing there for a while */
+	bool resend = !src_local && sa.type == OSB_FILE && scf &&
+		      dst_exists && over_file &&
+		      cache_sent_here(fs->cache, scf, RESEND_MAX);
+	if (resend) {
+		/* uploaded from here a moment ago (an editor's fsync before
+		 * its rename): it goes again, whole, under its new name with
+		 * the next batch, and the sandbox's copy goes now (once the
+		 * bytes are safe on disk here), instead of a command */
+		bool over = dst_exists && !dst_local;
+		rc = cache_resend(fs->cache, scf, over ? dcf : NULL,
+				  over ? &da : NULL, dst.path);
+		if (!rc) {
+			rc = remote_unlink(fs, src.path, false);
+			if (rc == -ENOENT)
+				rc = 0;
+			else if (rc)
+				cache_base_lost(fs->cache, scf);
+		}
+	} else if (src_local && sa.type != OSB_DIR && over_file) {
 		/* never uploaded: moved here only; the upload will go to the
 		 * new name, over what the sandbox has there */
 		if (dst_exists && !dst_local)
 			cache_moved_over(fs->cache, scf, dcf, &da);
-	} else {
+	} else if (!rc) {
 		rc = remote_rename(fs, src.path, dst.path, dst_exists,
 				   sa.type == OSB_SYMLINK);
 	}
@@ -601,6 +629,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			    -ENOENT;
 		if (oldp)
 			dir_changed(fs, oldp, NULL);
+		if (!rc && oldp)
+			dir_name_gone(fs, oldp, name);
 		if (newp)
 			dir_changed(fs, newp, src.n);
 		if (!rc && sa.type != OSB_DIR) {

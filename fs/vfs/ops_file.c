@@ -279,7 +279,13 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = -ENOMEM;
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
-		cf = cache_created(fs->cache, h.n, existed ? &a : NULL, mode);
+		/* a missing name known without asking: a negative entry
+		 * (a stat, or a removal from here, just now) */
+		long long absent = !existed && node_negative(h.n, mono_ms()) ?
+					   h.n->neg_expiry :
+					   0;
+		cf = cache_created(fs->cache, h.n, existed ? &a : NULL, mode,
+				   absent);
 		if (cf) {
 			struct cache_attr la;
 			cache_local_attr(fs->cache, cf, &la);
@@ -473,7 +479,8 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		return;
 	}
 	struct fh *f = (struct fh *)(uintptr_t)fi->fh;
-	int rc = wb_flush(fs, f->cf);
+	/* the bytes are in the sandbox when it returns; the mtime follows */
+	int rc = wb_flush_bytes(fs, f->cf);
 	fuse_reply_err(req, -rc);
 }
 

@@ -45,6 +45,13 @@
 #define CHECK_WALK_DEPTH 32
 #define CHECK_WALK_PAUSE_MS 60000
 #define DIR_TIMES_EVERY_MS 1000
+/* After an fsync's upload, the times follow this long after (or with
+ * the file's next upload, or a sync): an editor's save is one request. */
+#define TIMES_LATER_MS 1000
+/* ... for files up to this size: a bigger one's times go with its bytes,
+ * since until they do its copy here is dirty and cannot make room in a
+ * full cache. */
+#define TIMES_LATER_MAX (1 << 20)
 
 struct writeback {
 	pthread_cond_t kick;    /* with cache.lock: work may be due */
@@ -68,13 +75,30 @@ struct item {
 	struct fmeta m;
 	bool skip;              /* deleted meanwhile */
 	bool times_only;        /* the bytes are there, its times are not */
+	bool hurry;             /* an fsync waits for its bytes */
+	bool full;              /* a sync waits for all of it */
+	bool times_later;       /* the times go after (an fsync waits) */
+	long long absent_until; /* cfile's, for known_absent() */
 };
+
+/* Someone waits for its bytes only (fsync), and they are not there. */
+static bool bytes_wanted(const struct cfile *cf)
+{
+	return cf->flush_gen > cf->uploaded_gen &&
+	       cf->flush_gen > cf->data_gen && cf->full_gen < cf->flush_gen;
+}
+
+/* Someone waits for it: its bytes (fsync), or all of it (sync). */
+static bool wanted(const struct cfile *cf)
+{
+	return cf->full_gen > cf->uploaded_gen || bytes_wanted(cf);
+}
 
 static bool eligible(const struct cfile *cf, long long now)
 {
 	if (cf->inflight)
 		return false;
-	if (cf->flush_gen > cf->uploaded_gen)
+	if (wanted(cf))
 		return true;
 	return cf->writers == 0 && cf->due_ms && cf->due_ms <= now;
 }
@@ -132,6 +156,9 @@ static void snapshot(struct osbfs *fs, struct item *it)
 	it->size = cf->size;
 	it->m = cf->m;
 	it->times_only = cf->data_gen == cf->wgen;
+	it->hurry = bytes_wanted(cf);
+	it->absent_until = cf->absent_until;
+	it->full = cf->full_gen >= cf->wgen;
 	bool gone = !cf->dirty;
 	if (!gone && !it->path) {
 		/* its name went away without the change being dropped (every
@@ -324,6 +351,8 @@ static bool known_absent(struct osbfs *fs, const struct item *it)
 {
 	if (it->m.base != BASE_ABSENT)
 		return false;
+	if (mono_ms() < it->absent_until)
+		return true;
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct node *n = it->cf->node, *p = n ? n->parent : NULL;
 	bool known = p && !p->list_ours && p->list_valid &&
@@ -404,6 +433,7 @@ static void failed(struct writeback *wb, struct cfile *cf, int rc, size_t n,
 	/* whoever asked for it now (fsync, sync) has been told (fail_seq):
 	 * the retries wait out the backoff, never in a loop */
 	cf->flush_gen = cf->uploaded_gen;
+	cf->full_gen = cf->uploaded_gen;
 	if (n > 1 && rc != -EIO)
 		cf->solo = true;
 	wb->failed++;
@@ -432,6 +462,23 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		}
 		if (rc) {
 			failed(wb, cf, rc, n, now);
+			continue;
+		}
+		if (it->times_later && !it->m.dir) {
+			/* the bytes are in, for the fsync that waits; the
+			 * times follow a little later, in one command with
+			 * others. The sandbox's mtime is not ours meanwhile */
+			wb->uploaded_files++;
+			wb->uploaded_bytes += (uint64_t)it->size;
+			cf->data_gen = it->gen;
+			cf->m.base = BASE_UNKNOWN;
+			cf->failures = 0;
+			cf->due_ms = now + TIMES_LATER_MS;
+			if (cf->node)
+				cf->node->change_gen = ++fs->nodes.change_seq;
+			if (cache_record_refresh(c, cf))
+				log_error("cannot update the journal in %s",
+					  c->dir);
 			continue;
 		}
 		if (!times_ok && !it->m.dir) {
@@ -513,6 +560,16 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 	for (size_t i = 0; !rc && i < n; i++)
 		if (!items[i].skip && !items[i].m.dir && items[i].fd < 0)
 			rc = -EIO;
+	/* an fsync waits for this batch's bytes: the times of what nobody
+	 * syncs go a little later, so the fsync does not wait for them */
+	bool hurry = false;
+	for (size_t i = 0; i < n; i++)
+		hurry |= !items[i].skip && items[i].hurry;
+	for (size_t i = 0; hurry && i < n; i++) {
+		struct item *it = &items[i];
+		it->times_later = !it->skip && !it->m.dir && !it->times_only &&
+				  !it->full && it->size <= TIMES_LATER_MAX;
+	}
 	if (!rc)
 		rc = check_batch(fs, wb, items, n);
 	/* directories first, so that the files in them find their modes
@@ -529,16 +586,19 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 		struct item *it = &items[i];
 		if (it->skip || it->m.dir)
 			continue;
-		times[nt] = (struct rtimes){
-			.path = it->path,
-			.mtime = it->m.mtime,
-			.atime = it->m.atime,
-			.chmod = it->m.mode,
-			.do_chmod = it->m.chmod_needed || (it->m.mode & 0777) == 0,
-		};
-		if (!it->m.times_set)
-			times[nt].atime.tv_nsec = UTIME_OMIT;
-		nt++;
+		if (!it->times_later) {
+			times[nt] = (struct rtimes){
+				.path = it->path,
+				.mtime = it->m.mtime,
+				.atime = it->m.atime,
+				.chmod = it->m.mode,
+				.do_chmod = it->m.chmod_needed ||
+					    (it->m.mode & 0777) == 0,
+			};
+			if (!it->m.times_set)
+				times[nt].atime.tv_nsec = UTIME_OMIT;
+			nt++;
+		}
 		if (it->times_only)
 			continue;
 		ups[nu] = (struct rupload){
@@ -813,41 +873,42 @@ void wb_retry_now(struct osbfs *fs)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Asks for @cf to be uploaded up to its current generation (c->lock). */
-static uint64_t request(struct osbfs *fs, struct cfile *cf)
+/* Asks for @cf to be uploaded up to its current generation, with its
+ * times unless @bytes (c->lock held). */
+static uint64_t request(struct osbfs *fs, struct cfile *cf, bool bytes)
 {
 	uint64_t target = cf->wgen;
 	if (cf->flush_gen < target)
 		cf->flush_gen = target;
+	if (!bytes && cf->full_gen < target)
+		cf->full_gen = target;
 	cf->due_ms = mono_ms();
 	if (fs->wb)
 		pthread_cond_broadcast(&fs->wb->kick);
 	return target;
 }
 
-static bool done_or_failed(const struct cfile *cf, uint64_t target,
-			   uint64_t seq)
+/* Whether the sandbox has @cf up to @target: all of it, or its bytes. */
+static bool has(const struct cfile *cf, uint64_t target, bool bytes)
 {
-	return !cf->dirty || cf->uploaded_gen >= target || cf->fail_seq != seq;
+	return !cf->dirty || cf->uploaded_gen >= target ||
+	       (bytes && cf->data_gen >= target);
 }
 
 /* After request(): waits for @cf's upload up to @target, or for the
  * attempt to fail (c->lock held). 0 or -EIO. */
 static int flush_wait(struct osbfs *fs, struct cfile *cf, uint64_t target,
-		      uint64_t seq)
+		      uint64_t seq, bool bytes)
 {
 	struct cache *c = fs->cache;
-	while (!done_or_failed(cf, target, seq) && !fs->wb->stop)
+	while (!has(cf, target, bytes) && cf->fail_seq == seq &&
+	       !fs->wb->stop)
 		pthread_cond_wait(&c->changed, &c->lock);
-	return !cf->dirty || cf->uploaded_gen >= target ? 0 : -EIO;
+	return has(cf, target, bytes) ? 0 : -EIO;
 }
 
-int wb_flush(struct osbfs *fs, struct cfile *cf)
-{
-	return wb_flush_list(fs, &cf, 1);
-}
-
-int wb_flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n)
+static int flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n,
+		      bool bytes)
 {
 	struct cache *c = fs->cache;
 	uint64_t *target = calloc(n ? n : 1, sizeof(*target));
@@ -860,15 +921,31 @@ int wb_flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n)
 		if (!cfs[i]->dirty || !fs->wb)
 			continue;
 		seq[i] = cfs[i]->fail_seq;
-		target[i] = request(fs, cfs[i]);
+		target[i] = request(fs, cfs[i], bytes);
 	}
 	for (size_t i = 0; !rc && i < n; i++)
 		if (target[i])
-			rc = flush_wait(fs, cfs[i], target[i], seq[i]);
+			rc = flush_wait(fs, cfs[i], target[i], seq[i], bytes);
 	pthread_mutex_unlock(&c->lock);
 	free(target);
 	free(seq);
 	return rc;
+}
+
+int wb_flush(struct osbfs *fs, struct cfile *cf)
+{
+	return flush_list(fs, &cf, 1, false);
+}
+
+int wb_flush_bytes(struct osbfs *fs, struct cfile *cf)
+{
+	return flush_list(fs, &cf, 1, true);
+}
+
+int wb_flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n,
+		  bool bytes)
+{
+	return flush_list(fs, cfs, n, bytes);
 }
 
 int wb_flush_all(struct osbfs *fs, long timeout_ms)
@@ -890,15 +967,16 @@ int wb_flush_all(struct osbfs *fs, long timeout_ms)
 	for (struct cfile *cf = c->dirty_first; w && cf; cf = cf->dnext) {
 		w[n].cf = cf;
 		w[n].seq = cf->fail_seq;
-		w[n].target = request(fs, cf);
+		w[n].target = request(fs, cf, false);
 		cf->refs++;
 		n++;
 	}
 	if (c->ndirty && !w)
 		rc = -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		while (!rc && !done_or_failed(w[i].cf, w[i].target, w[i].seq) &&
-		       fs->wb && !fs->wb->stop) {
+		while (!rc && !has(w[i].cf, w[i].target, false) &&
+		       w[i].cf->fail_seq == w[i].seq && fs->wb &&
+		       !fs->wb->stop) {
 			if (timeout_ms < 0)
 				pthread_cond_wait(&c->changed, &c->lock);
 			else if (pthread_cond_timedwait(&c->changed, &c->lock,

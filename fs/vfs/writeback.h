@@ -24,12 +24,16 @@ void wb_schedule(struct osbfs *fs, struct cfile *cf, long delay_ms);
  * and is retried in the background).
  */
 int wb_flush(struct osbfs *fs, struct cfile *cf);
+/* wb_flush() of the bytes only (fsync): the times may follow later. */
+int wb_flush_bytes(struct osbfs *fs, struct cfile *cf);
 /* The same for every dirty file (and the times of directories that wait
  * for them); @timeout_ms < 0 waits as long as it takes. -EIO if something
  * could not be stored, -ETIMEDOUT. */
 int wb_flush_all(struct osbfs *fs, long timeout_ms);
-/* wb_flush() of @n files at once (in as few batches as they fit). */
-int wb_flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n);
+/* wb_flush() of @n files at once (in as few batches as they fit), or
+ * wb_flush_bytes() if @bytes. */
+int wb_flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n,
+		  bool bytes);
 /* The files whose last upload failed, for a message: "PATH (reason), ..."
  * (at most three named) into @buf. Returns their count. */
 size_t wb_describe_failures(struct osbfs *fs, char *buf, size_t size);
