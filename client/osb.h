@@ -440,6 +440,30 @@ struct osb_upload {
 int osb_file_upload(struct osb_sandbox *sb, const struct osb_upload *files,
 		    size_t n, struct osb_error *err);
 
+/* A regular file of a tar archive (osb_tar_add()). */
+struct osb_tar_member {
+	const char *path;       /* its sandbox path (absolute) */
+	int fd;                 /* its bytes, read with pread from 0 */
+	int64_t size;
+	mode_t mode;            /* all of 07777: special bits too */
+	struct timespec mtime;
+	struct timespec atime;  /* tv_nsec UTIME_OMIT: not in the archive */
+	const char *owner;      /* NULL = root */
+	const char *group;
+};
+
+/*
+ * osb_tar_add() - appends @m to the POSIX (pax) tar archive being written
+ * to @out: its path, times to the nanosecond and owner names in a pax
+ * header, whatever their length, then its bytes. -EAGAIN if @m's fd gave
+ * fewer than size bytes (the archive is then unusable).
+ * osb_tar_finish() - ends the archive. Both return 0 or -errno.
+ * Unpacked with `tar -xpf ARCHIVE -C /` in the sandbox, many small files
+ * cost one upload and one command.
+ */
+int osb_tar_add(int out, const struct osb_tar_member *m);
+int osb_tar_finish(int out);
+
 /* A path with the mode (0 = leave it, or execd's default for a new
  * one) and owner (NULL = execd's user, root) it is to have. */
 struct osb_perm {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <stdatomic.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "hex.h"
 #include "life.h"
@@ -651,6 +652,81 @@ int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n)
 			alias_drop(fs, aliases[i]);
 	free(aliases);
 	free(ups);
+	return rc;
+}
+
+/* The archive of remote_unpack() (its size, or -errno). */
+static int64_t pack(const struct rupload *u, const struct rtimes *t,
+		    size_t n, int out)
+{
+	int rc = 0;
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct osb_tar_member m = {
+			.path = u[i].path,
+			.fd = u[i].fd,
+			.size = u[i].size,
+			.mode = t[i].do_chmod ? t[i].chmod : u[i].mode,
+			.mtime = t[i].mtime,
+			.atime = t[i].atime,
+			.owner = name_or_null(u[i].owner),
+			.group = name_or_null(u[i].group),
+		};
+		rc = osb_tar_add(out, &m);
+	}
+	if (!rc)
+		rc = osb_tar_finish(out);
+	off_t size = rc ? 0 : lseek(out, 0, SEEK_CUR);
+	return rc ? rc : size < 0 ? -errno : (int64_t)size;
+}
+
+int remote_unpack(struct osbfs *fs, const struct rupload *u,
+		  const struct rtimes *t, size_t n, int tmp_fd)
+{
+	int64_t size = pack(u, t, n, tmp_fd);
+	if (size < 0)
+		return (int)size;
+	uint64_t id = 0;
+	if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+		id = (uint64_t)mono_ms() * 0x9e3779b97f4a7c15ULL;
+	char path[64];
+	snprintf(path, sizeof(path), ALIAS_DIR "/pack-%016llx.tar",
+		 (unsigned long long)id);
+	struct osb_upload up = {
+		.path = path, .fd = tmp_fd, .size = size, .mode = 0600,
+	};
+	struct osb_error err;
+	int rc = remote_enter(fs);
+	if (!rc) {
+		rc = osb_file_upload(fs->sb, &up, 1, &err);
+		if (rc && again(fs, rc))
+			rc = osb_file_upload(fs->sb, &up, 1, &err);
+		if (rc)
+			return fail(rc, &err, "upload", path);
+	}
+	if (rc)
+		return rc;
+	char *script = NULL;
+	if (asprintf(&script,
+		     "command -v tar >/dev/null || { rm -f %1$s; exit 127; }\n"
+		     "tar -x -p -f %1$s -C / 2>&1 >/dev/null\n"
+		     "r=$?\nrm -f %1$s\nexit $r\n",
+		     path) < 0)
+		return -ENOMEM;
+	char *out = NULL, *errout = NULL;
+	int code = 0;
+	rc = remote_shell(fs, script, SHELL_ONCE, &out, &errout, &code);
+	free(script);
+	if (!rc && code == 127) {
+		rc = -ENOTSUP;
+	} else if (!rc && code) {
+		log_error("unpacking %lld bytes of new files in the sandbox "
+			  "failed (%d): %s; they go one by one",
+			  (long long)size, code,
+			  out && *out ? out : errout && *errout ? errout : "");
+		rc = -EIO;
+	}
+	free(out);
+	free(errout);
 	return rc;
 }
 

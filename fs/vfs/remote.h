@@ -66,6 +66,7 @@ struct rupload {
 /* Whole files, in one request when all paths are plain. */
 int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n);
 
+
 /* A directory to make (mkdir -p) or give a mode, with its owner. */
 struct rdir {
 	const char *path;
@@ -97,6 +98,16 @@ struct rtimes {
 /* Sets times (and modes) of many paths with one command. */
 int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n);
 
+/*
+ * remote_unpack() - new files @u, with their times @t (the same order),
+ * sent as one tar archive written into @tmp_fd (an empty temporary file
+ * here): one upload of it, one command (at most once) that unpacks it
+ * with the modes, owners and times and removes it. 0; -ENOTSUP when the
+ * sandbox has no tar; -EAGAIN if a file got shorter meanwhile; else an
+ * error after which nothing is known of what was unpacked.
+ */
+int remote_unpack(struct osbfs *fs, const struct rupload *u,
+		  const struct rtimes *t, size_t n, int tmp_fd);
 int remote_symlink(struct osbfs *fs, const char *target, const char *path);
 int remote_readlink(struct osbfs *fs, const char *path, char **ret);
 int remote_statfs(struct osbfs *fs, const char *path, struct statvfs *ret);

@@ -52,6 +52,11 @@
  * since until they do its copy here is dirty and cannot make room in a
  * full cache. */
 #define TIMES_LATER_MAX (1 << 20)
+/* At least this many new files of a batch, each at most PACK_FILE_MAX,
+ * go as one tar archive unpacked by one command (which sets their modes
+ * and times too): what each costs the server is then the bytes only. */
+#define PACK_MIN 8
+#define PACK_FILE_MAX (256 << 10)
 
 struct writeback {
 	pthread_cond_t kick;    /* with cache.lock: work may be due */
@@ -64,6 +69,7 @@ struct writeback {
 	uint64_t uploaded_files, uploaded_bytes, failed, conflicts;
 	size_t inflight;
 	atomic_llong walk_after;  /* no batch walks before (monotonic ms) */
+	atomic_bool no_pack;      /* the sandbox has no tar */
 };
 
 struct item {
@@ -78,6 +84,7 @@ struct item {
 	bool hurry;             /* an fsync waits for its bytes */
 	bool full;              /* a sync waits for all of it */
 	bool times_later;       /* the times go after (an fsync waits) */
+	bool fresh;             /* new: the sandbox had no such file */
 	long long absent_until; /* cfile's, for known_absent() */
 };
 
@@ -156,6 +163,7 @@ static void snapshot(struct osbfs *fs, struct item *it)
 	it->size = cf->size;
 	it->m = cf->m;
 	it->times_only = cf->data_gen == cf->wgen;
+	it->fresh = cf->m.base == BASE_ABSENT;
 	it->hurry = bytes_wanted(cf);
 	it->absent_until = cf->absent_until;
 	it->full = cf->full_gen >= cf->wgen;
@@ -530,6 +538,57 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 	pthread_mutex_unlock(&fs->nodes.lock);
 }
 
+/*
+ * The files of a batch marked in @pk (uploads @ups, @nu of them; @tix
+ * the index of each one's times in @times) go as one archive when there
+ * are enough of them; those sent are taken out of @ups and @times.
+ */
+static void try_pack(struct osbfs *fs, struct writeback *wb,
+		     struct rupload *ups, size_t *nu, struct rtimes *times,
+		     size_t *nt, const bool *pk, const size_t *tix)
+{
+	size_t np = 0;
+	for (size_t i = 0; i < *nu; i++)
+		np += pk[i];
+	if (np < PACK_MIN || atomic_load(&wb->no_pack))
+		return;
+	struct rupload *pu = calloc(np, sizeof(*pu));
+	struct rtimes *pt = calloc(np, sizeof(*pt));
+	bool *tdrop = calloc(*nt, sizeof(*tdrop));
+	int fd = openat(fs->cache->dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC,
+			0600);
+	int rc = pu && pt && tdrop && fd >= 0 ? 0 : -ENOMEM;
+	for (size_t i = 0, k = 0; !rc && i < *nu; i++) {
+		if (!pk[i])
+			continue;
+		pu[k] = ups[i];
+		pt[k++] = times[tix[i]];
+		tdrop[tix[i]] = true;
+	}
+	if (!rc)
+		rc = remote_unpack(fs, pu, pt, np, fd);
+	if (rc == -ENOTSUP && !atomic_exchange(&wb->no_pack, true))
+		log_warn("the sandbox has no tar: new files go in multipart "
+			 "uploads");
+	if (!rc) {
+		size_t w = 0;
+		for (size_t i = 0; i < *nu; i++)
+			if (!pk[i])
+				ups[w++] = ups[i];
+		*nu = w;
+		w = 0;
+		for (size_t i = 0; i < *nt; i++)
+			if (!tdrop[i])
+				times[w++] = times[i];
+		*nt = w;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(pu);
+	free(pt);
+	free(tdrop);
+}
+
 static void run_batch(struct osbfs *fs, struct writeback *wb,
 		      struct item *items, size_t n)
 {
@@ -582,10 +641,19 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 			  "kept locally and retried",
 			  nd, dirs[0].path, strerror(-drc));
 	size_t nt = 0;
+	bool *pk = calloc(n, sizeof(*pk));
+	size_t *tix = calloc(n, sizeof(*tix));
+	if (!pk || !tix)
+		rc = -ENOMEM;
 	for (size_t i = 0; !rc && i < n; i++) {
 		struct item *it = &items[i];
 		if (it->skip || it->m.dir)
 			continue;
+		if (!it->times_only && !it->times_later && it->fresh &&
+		    it->size <= PACK_FILE_MAX) {
+			pk[nu] = true;
+			tix[nu] = nt;
+		}
 		if (!it->times_later) {
 			times[nt] = (struct rtimes){
 				.path = it->path,
@@ -611,6 +679,10 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 		};
 		nu++;
 	}
+	if (!rc && !hurry)
+		try_pack(fs, wb, ups, &nu, times, &nt, pk, tix);
+	free(pk);
+	free(tix);
 	if (!rc && nu)
 		rc = remote_upload(fs, ups, nu);
 	if (!rc && nt && remote_times(fs, times, nt) != 0) {
