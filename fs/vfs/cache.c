@@ -586,8 +586,9 @@ void cache_forget(struct cache *c, struct cfile *cf)
 	pthread_mutex_unlock(&c->lock);
 }
 
-bool cache_dirty_below_locked(struct cache *c, const struct node *d,
-			      bool strict)
+/* Whether a dirty file or directory is @d (unless @strict) or below it
+ * (c->nt->lock and c->lock held). */
+static bool dirty_below(struct cache *c, const struct node *d, bool strict)
 {
 	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext)
 		if (cf->node && node_is_below(cf->node, d) &&
@@ -600,7 +601,7 @@ bool cache_dirty_below(struct cache *c, const struct node *d, bool strict)
 {
 	pthread_mutex_lock(&c->nt->lock);
 	pthread_mutex_lock(&c->lock);
-	bool found = cache_dirty_below_locked(c, d, strict);
+	bool found = dirty_below(c, d, strict);
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->nt->lock);
 	return found;

@@ -152,10 +152,6 @@ int cache_record_refresh(struct cache *c, struct cfile *cf);
 void cache_uploaded(struct cache *c, struct cfile *cf, uint64_t gen);
 /* Forgets the changes (the file was deleted). c->lock held. */
 void cache_discard(struct cache *c, struct cfile *cf);
-/* Whether a dirty file or directory is @d (unless @strict) or below it
- * (c->nt->lock and c->lock held). */
-bool cache_dirty_below_locked(struct cache *c, const struct node *d,
-			      bool strict);
 
 /* After a write to the cache dir failed with @err (an errno, of either
  * sign): on a full disk, clean cached data makes room. True when some

@@ -84,6 +84,8 @@ struct node {
 	bool times_pending;
 	struct timespec pending_mtime;
 	struct timespec pending_atime;
+	uint64_t dirty_mark;    /* == the table's mark_seq: a dirty file is
+				   at or below it (writeback.c) */
 
 	struct cfile *cf;       /* local content (cache.h), or NULL */
 
@@ -100,6 +102,7 @@ struct node_table {
 	pthread_cond_t listed;  /* with lock: a node's listing is done */
 	uint64_t next_ino;
 	uint64_t change_seq;    /* counts our changes (change_gen) */
+	uint64_t mark_seq;      /* for dirty_mark */
 	struct node **by_ino;
 	size_t ino_buckets;
 	struct node **by_name;

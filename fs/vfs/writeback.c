@@ -70,6 +70,11 @@ struct writeback {
 	size_t inflight;
 	atomic_llong walk_after;  /* no batch walks before (monotonic ms) */
 	atomic_bool no_pack;      /* the sandbox has no tar */
+	/* under cache.lock, so that a file closed is no reason to wake the
+	 * workers (each wake looks through every dirty file) unless none
+	 * would look before it is due: */
+	unsigned busy;            /* workers sending a batch */
+	long long sleep_until;    /* a worker wakes by itself then (0: none) */
 };
 
 struct item {
@@ -99,6 +104,18 @@ static bool bytes_wanted(const struct cfile *cf)
 static bool wanted(const struct cfile *cf)
 {
 	return cf->full_gen > cf->uploaded_gen || bytes_wanted(cf);
+}
+
+/* Whether a file due at @due needs a worker woken (cache.lock held): not
+ * when one sends a batch (it looks again when done) or sleeps until before
+ * then. */
+static bool kick_needed(const struct writeback *wb, long long due)
+{
+	if (due <= mono_ms())
+		return true;
+	if (wb->busy)
+		return false;
+	return !wb->sleep_until || due < wb->sleep_until;
 }
 
 static bool eligible(const struct cfile *cf, long long now)
@@ -726,8 +743,7 @@ struct pending_scan {
 static void scan_pending(struct node *n, void *arg)
 {
 	struct pending_scan *ps = arg;
-	if (!n->times_pending ||
-	    cache_dirty_below_locked(ps->fs->cache, n, false))
+	if (!n->times_pending || n->dirty_mark == ps->fs->nodes.mark_seq)
 		return;
 	if (ps->n == ps->cap) {
 		size_t cap = ps->cap ? ps->cap * 2 : 16;
@@ -753,6 +769,14 @@ static int apply_dir_times(struct osbfs *fs)
 	pthread_mutex_lock(&fs->nodes.lock);
 	if (fs->pending_dir_times) {
 		pthread_mutex_lock(&fs->cache->lock);
+		/* every directory with a dirty file below, in one walk up
+		 * from each dirty file */
+		uint64_t mark = ++fs->nodes.mark_seq;
+		for (struct cfile *cf = fs->cache->dirty_first; cf;
+		     cf = cf->dnext)
+			for (struct node *x = cf->node;
+			     x && x->dirty_mark != mark; x = x->parent)
+				x->dirty_mark = mark;
 		node_for_each(&fs->nodes, scan_pending, &ps);
 		pthread_mutex_unlock(&fs->cache->lock);
 	}
@@ -824,10 +848,16 @@ static void *worker(void *arg)
 			struct timespec ts;
 			if (times_waiting && times_at - now < wait)
 				wait = times_at - now;
+			if (!wb->sleep_until || now + wait < wb->sleep_until ||
+			    wb->sleep_until <= now)
+				wb->sleep_until = now + wait;
 			cond_deadline(&ts, wait);
 			pthread_cond_timedwait(&wb->kick, &c->lock, &ts);
+			wb->sleep_until = 0; /* the others' times are lost:
+						a kick wakes them again */
 			continue;
 		}
+		wb->busy++;
 		wb->inflight += n;
 		pthread_mutex_unlock(&c->lock);
 		pthread_rwlock_rdlock(&fs->path_lock);
@@ -842,6 +872,7 @@ static void *worker(void *arg)
 		}
 		pthread_rwlock_unlock(&fs->path_lock);
 		pthread_mutex_lock(&c->lock);
+		wb->busy--;
 		wb->inflight -= n;
 		bool over = c->total_bytes > c->max_size;
 		if (over) {
@@ -862,10 +893,14 @@ static void *syncer(void *arg)
 
 	pthread_mutex_lock(&c->lock);
 	while (!wb->stop) {
+		/* once a second, not at every kick of the workers */
 		struct timespec ts;
 		cond_deadline(&ts, 1000);
-		pthread_cond_timedwait(&wb->kick, &c->lock, &ts);
-		if (!c->unsynced)
+		while (!wb->stop &&
+		       pthread_cond_timedwait(&wb->kick, &c->lock, &ts) !=
+			       ETIMEDOUT)
+			;
+		if (wb->stop || !c->unsynced)
 			continue;
 		c->unsynced = 0;
 		pthread_mutex_unlock(&c->lock);
@@ -926,7 +961,7 @@ void wb_schedule(struct osbfs *fs, struct cfile *cf, long delay_ms)
 	pthread_mutex_lock(&c->lock);
 	if (cf->dirty) {
 		cf->due_ms = mono_ms() + (delay_ms > 0 ? delay_ms : 0);
-		if (fs->wb)
+		if (fs->wb && kick_needed(fs->wb, cf->due_ms))
 			pthread_cond_broadcast(&fs->wb->kick);
 	}
 	pthread_mutex_unlock(&c->lock);
