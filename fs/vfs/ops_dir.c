@@ -503,6 +503,45 @@ static int record_move(struct osbfs *fs, struct cfile *cf, const char *path)
 	return rc;
 }
 
+/*
+ * How a rename reaches the sandbox (path_lock held for writing; @da NULL
+ * when nothing is at the new name; @scf and @dcf the two names' files).
+ * A file never uploaded moves here only: its upload goes to the new name,
+ * over what the sandbox has there. A small file uploaded from here a
+ * moment ago that moves over another (an editor's fsync, then its
+ * rename) goes again, whole, under its new name with the next batch, and
+ * the sandbox's copy goes now (once the bytes are safe on disk here):
+ * cheaper than a command. Anything else is moved there.
+ */
+static int rename_send(struct osbfs *fs, const struct held *src,
+		       const struct held *dst, const struct fattr *sa,
+		       const struct fattr *da, struct cfile *scf,
+		       struct cfile *dcf)
+{
+	bool src_local = scf && cache_only_local(fs->cache, scf);
+	bool dst_local = dcf && cache_only_local(fs->cache, dcf);
+	bool over = da && !dst_local; /* what the sandbox has there goes */
+	bool over_file = !da || dst_local || da->type == OSB_FILE;
+
+	if (sa->type == OSB_FILE && scf && !src_local && da && over_file &&
+	    cache_sent_here(fs->cache, scf, RESEND_MAX)) {
+		int rc = cache_resend(fs->cache, scf, over ? dcf : NULL,
+				      over ? da : NULL, dst->path);
+		if (!rc)
+			rc = remote_unlink(fs, src->path, false);
+		if (rc && rc != -ENOENT)
+			cache_base_lost(fs->cache, scf); /* stays there */
+		return rc == -ENOENT ? 0 : rc;
+	}
+	if (src_local && sa->type != OSB_DIR && over_file) {
+		if (over)
+			cache_moved_over(fs->cache, scf, dcf, da);
+		return 0;
+	}
+	return remote_rename(fs, src->path, dst->path, da != NULL,
+			     sa->type == OSB_SYMLINK);
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
@@ -586,40 +625,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pthread_rwlock_wrlock(&fs->path_lock);
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct cfile *scf = src.n->cf, *dcf = dst.n->cf;
-	bool src_local = scf && cache_only_local(fs->cache, scf);
-	bool dst_local = dcf && cache_only_local(fs->cache, dcf);
 	pthread_mutex_unlock(&fs->nodes.lock);
 
-	bool over_file = !dst_exists || dst_local || da.type == OSB_FILE;
-	/* over a file only: a name that had nothing stays in the sandbox
-	 * (moved there by files/mv), never missing there for a while */
-	bool resend = !src_local && sa.type == OSB_FILE && scf &&
-		      dst_exists && over_file &&
-		      cache_sent_here(fs->cache, scf, RESEND_MAX);
-	if (resend) {
-		/* uploaded from here a moment ago (an editor's fsync before
-		 * its rename): it goes again, whole, under its new name with
-		 * the next batch, and the sandbox's copy goes now (once the
-		 * bytes are safe on disk here), instead of a command */
-		bool over = dst_exists && !dst_local;
-		rc = cache_resend(fs->cache, scf, over ? dcf : NULL,
-				  over ? &da : NULL, dst.path);
-		if (!rc) {
-			rc = remote_unlink(fs, src.path, false);
-			if (rc == -ENOENT)
-				rc = 0;
-			else if (rc)
-				cache_base_lost(fs->cache, scf);
-		}
-	} else if (src_local && sa.type != OSB_DIR && over_file) {
-		/* never uploaded: moved here only; the upload will go to the
-		 * new name, over what the sandbox has there */
-		if (dst_exists && !dst_local)
-			cache_moved_over(fs->cache, scf, dcf, &da);
-	} else if (!rc) {
-		rc = remote_rename(fs, src.path, dst.path, dst_exists,
-				   sa.type == OSB_SYMLINK);
-	}
+	rc = rename_send(fs, &src, &dst, &sa, dst_exists ? &da : NULL, scf,
+			 dcf);
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		if (dcf && dst.n->cf == dcf)
