@@ -9,6 +9,7 @@
  * the sandbox, for `osbfs -u`, which is umount.c).
  */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,10 @@ int main(int argc, char **argv)
 	int rc, status = 1;
 
 	memset(&fs, 0, sizeof(fs));
+	/* two malloc arenas, not one per thread: each of FUSE's threads
+	 * would keep megabytes in its own (peak RSS ~45 MiB after an untar
+	 * and a git commit of 5,000 files; ~30 with two) */
+	mallopt(M_ARENA_MAX, 2);
 	rc = options_parse(&opt, argc, argv, msg, sizeof(msg));
 	if (rc) {
 		fprintf(stderr, "osbfs: %s\n", msg[0] ? msg : strerror(-rc));

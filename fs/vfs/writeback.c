@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -827,6 +828,7 @@ static void *worker(void *arg)
 	 * that an untar's many batches set them in a few commands */
 	long long times_at = 0;
 	bool times_waiting = false;
+	bool trim = false;
 
 	pthread_mutex_lock(&c->lock);
 	while (!wb->stop) {
@@ -846,6 +848,15 @@ static void *worker(void *arg)
 		}
 		if (!n) {
 			struct timespec ts;
+			if (trim) {
+				/* the memory of big batches and listings goes
+				 * back to the system once the work is done */
+				trim = false;
+				pthread_mutex_unlock(&c->lock);
+				malloc_trim(0);
+				pthread_mutex_lock(&c->lock);
+				continue;
+			}
 			if (times_waiting && times_at - now < wait)
 				wait = times_at - now;
 			if (!wb->sleep_until || now + wait < wb->sleep_until ||
@@ -859,6 +870,7 @@ static void *worker(void *arg)
 		}
 		wb->busy++;
 		wb->inflight += n;
+		trim = true;
 		pthread_mutex_unlock(&c->lock);
 		pthread_rwlock_rdlock(&fs->path_lock);
 		run_batch(fs, wb, items, n);
