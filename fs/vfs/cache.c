@@ -527,8 +527,6 @@ int cache_resend(struct cache *c, struct cfile *cf, struct cfile *dcf,
 		rc = record_write(c, cf, path);
 	if (!rc && fdatasync(c->journal_fd) < 0)
 		rc = -errno;
-	if (rc) /* it stays where the sandbox has it: sent again there */
-		cf->m.base = BASE_UNKNOWN;
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }

@@ -245,7 +245,8 @@ void cache_moved_over(struct cache *c, struct cfile *scf, struct cfile *dcf,
  * the sandbox has there; both NULL when nothing): it is to go whole to
  * the new name, as one never uploaded (cache_only_local()). Its bytes
  * and record are on disk when this returns 0, so the sandbox's copy
- * may go; on an error it stays to be sent where it was.
+ * may go; if it cannot go, or on an error, the file stays where it was
+ * (cache_base_lost()).
  */
 bool cache_sent_here(struct cache *c, struct cfile *cf, int64_t max);
 int cache_resend(struct cache *c, struct cfile *cf, struct cfile *dcf,

@@ -506,8 +506,9 @@ void cache_moved_over(struct cache *c, struct cfile *scf, struct cfile *dcf,
 bool cache_sent_here(struct cache *c, struct cfile *cf, int64_t max)
 {
 	pthread_mutex_lock(&c->lock);
+	/* dirty: its bytes are whole here (cache_whole()) */
 	bool sent = cf->dirty && cf->data_gen && !cf->m.dir &&
-		    cf->size <= max && (cf->complete || cf->dirty);
+		    cf->size <= max;
 	pthread_mutex_unlock(&c->lock);
 	return sent;
 }

@@ -14,12 +14,12 @@
 #include "log.h"
 #include "ops.h"
 #include "watch.h"
+#include "writeback.h"
 
 /* A file sent from here a moment ago and renamed over another goes again
  * under its new name up to this size (a command in the sandbox costs
  * more than sending this again); a bigger one is moved by command. */
 #define RESEND_MAX (1 << 20)
-#include "writeback.h"
 
 /* ---- listings ---- */
 

@@ -184,14 +184,21 @@ char *remote_once_script(const char *ops_dir, const char *id,
 	return out;
 }
 
+/* A new id for a name in the sandbox: an operation's record, an alias,
+ * an archive. */
+static unsigned long long random_id(void)
+{
+	uint64_t id = 0;
+	if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+		id = (uint64_t)mono_ms() * 0x9e3779b97f4a7c15ULL;
+	return (unsigned long long)id;
+}
+
 /* @script wrapped to run at most once, with a new id (malloc'd). */
 static char *once_wrap(const char *script)
 {
-	uint64_t id = 0;
 	char sid[24];
-	if (getrandom(&id, sizeof(id), 0) != sizeof(id))
-		id = (uint64_t)mono_ms() * 0x9e3779b97f4a7c15ULL;
-	snprintf(sid, sizeof(sid), "%016llx", (unsigned long long)id);
+	snprintf(sid, sizeof(sid), "%016llx", random_id());
 	/* now and then, the records nobody can ask about any more */
 	bool sweep = atomic_fetch_add(&ops_sent, 1) % OPS_SWEEP_EVERY == 0;
 	return remote_once_script(OPS_DIR, sid, script, sweep);
@@ -420,12 +427,8 @@ static int shell_list(struct osbfs *fs, const char *dir, struct rdent **ret,
  * here may not be in the sandbox yet: writeback.c). */
 static int alias_make(struct osbfs *fs, const char *path, char **ret)
 {
-	uint64_t r = 0;
 	char alias[96];
-	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
-		r = (uint64_t)mono_ms();
-	snprintf(alias, sizeof(alias), ALIAS_DIR "/a-%016llx",
-		 (unsigned long long)r);
+	snprintf(alias, sizeof(alias), ALIAS_DIR "/a-%016llx", random_id());
 	char *cmd = shell_cmd("p=%s; d=${p%%/*}; mkdir -p " ALIAS_DIR
 			      " \"${d:-/}\" && ln -sfn -- \"$p\" %s",
 			      path, alias);
@@ -685,24 +688,13 @@ int remote_unpack(struct osbfs *fs, const struct rupload *u,
 	int64_t size = pack(u, t, n, tmp_fd);
 	if (size < 0)
 		return (int)size;
-	uint64_t id = 0;
-	if (getrandom(&id, sizeof(id), 0) != sizeof(id))
-		id = (uint64_t)mono_ms() * 0x9e3779b97f4a7c15ULL;
 	char path[64];
 	snprintf(path, sizeof(path), ALIAS_DIR "/pack-%016llx.tar",
-		 (unsigned long long)id);
-	struct osb_upload up = {
+		 random_id());
+	struct rupload up = {
 		.path = path, .fd = tmp_fd, .size = size, .mode = 0600,
 	};
-	struct osb_error err;
-	int rc = remote_enter(fs);
-	if (!rc) {
-		rc = osb_file_upload(fs->sb, &up, 1, &err);
-		if (rc && again(fs, rc))
-			rc = osb_file_upload(fs->sb, &up, 1, &err);
-		if (rc)
-			return fail(rc, &err, "upload", path);
-	}
+	int rc = remote_upload(fs, &up, 1);
 	if (rc)
 		return rc;
 	char *script = NULL;
@@ -720,7 +712,7 @@ int remote_unpack(struct osbfs *fs, const struct rupload *u,
 		rc = -ENOTSUP;
 	} else if (!rc && code) {
 		log_error("unpacking %lld bytes of new files in the sandbox "
-			  "failed (%d): %s; they go one by one",
+			  "failed (%d): %s; they go in an ordinary upload",
 			  (long long)size, code,
 			  out && *out ? out : errout && *errout ? errout : "");
 		rc = -EIO;

@@ -66,7 +66,6 @@ struct rupload {
 /* Whole files, in one request when all paths are plain. */
 int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n);
 
-
 /* A directory to make (mkdir -p) or give a mode, with its owner. */
 struct rdir {
 	const char *path;
@@ -108,6 +107,7 @@ int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n);
  */
 int remote_unpack(struct osbfs *fs, const struct rupload *u,
 		  const struct rtimes *t, size_t n, int tmp_fd);
+
 int remote_symlink(struct osbfs *fs, const char *target, const char *path);
 int remote_readlink(struct osbfs *fs, const char *path, char **ret);
 int remote_statfs(struct osbfs *fs, const char *path, struct statvfs *ret);

@@ -465,6 +465,17 @@ static void failed(struct writeback *wb, struct cfile *cf, int rc, size_t n,
 	wb->failed++;
 }
 
+/* @it's bytes are in the sandbox, its times (or mode) not yet (c->lock
+ * held): only they are still to go, and the sandbox's mtime is no longer
+ * the one the data derives from. */
+static void bytes_in(struct cache *c, struct cfile *cf, const struct item *it)
+{
+	cf->data_gen = it->gen;
+	cf->m.base = BASE_UNKNOWN;
+	if (cache_record_refresh(c, cf))
+		log_error("cannot update the journal in %s", c->dir);
+}
+
 /* The end of a batch: @rc is how its files went, @drc its directories. */
 static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		   size_t n, int files_rc, int drc, bool times_ok)
@@ -493,32 +504,23 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		if (it->times_later && !it->m.dir) {
 			/* the bytes are in, for the fsync that waits; the
 			 * times follow a little later, in one command with
-			 * others. The sandbox's mtime is not ours meanwhile */
+			 * others */
 			wb->uploaded_files++;
 			wb->uploaded_bytes += (uint64_t)it->size;
-			cf->data_gen = it->gen;
-			cf->m.base = BASE_UNKNOWN;
+			bytes_in(c, cf, it);
 			cf->failures = 0;
 			cf->due_ms = now + TIMES_LATER_MS;
 			if (cf->node)
 				cf->node->change_gen = ++fs->nodes.change_seq;
-			if (cache_record_refresh(c, cf))
-				log_error("cannot update the journal in %s",
-					  c->dir);
 			continue;
 		}
 		if (!times_ok && !it->m.dir) {
-			/* the bytes are in the sandbox, the times (or mode)
-			 * the user set are not: the file stays dirty and only
-			 * they are retried; the sandbox's mtime is no longer
-			 * the one the data derives from */
+			/* the times (or mode) the user set could not be
+			 * set: the file stays dirty and only they are
+			 * retried */
 			if (!it->times_only)
 				wb->uploaded_files++;
-			cf->data_gen = it->gen;
-			cf->m.base = BASE_UNKNOWN;
-			if (cache_record_refresh(c, cf))
-				log_error("cannot update the journal in %s",
-					  c->dir);
+			bytes_in(c, cf, it);
 			failed(wb, cf, -EIO, n, now);
 			continue;
 		}
@@ -1026,8 +1028,8 @@ static int flush_wait(struct osbfs *fs, struct cfile *cf, uint64_t target,
 	return has(cf, target, bytes) ? 0 : -EIO;
 }
 
-static int flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n,
-		      bool bytes)
+int wb_flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n,
+		  bool bytes)
 {
 	struct cache *c = fs->cache;
 	uint64_t *target = calloc(n ? n : 1, sizeof(*target));
@@ -1053,18 +1055,12 @@ static int flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n,
 
 int wb_flush(struct osbfs *fs, struct cfile *cf)
 {
-	return flush_list(fs, &cf, 1, false);
+	return wb_flush_list(fs, &cf, 1, false);
 }
 
 int wb_flush_bytes(struct osbfs *fs, struct cfile *cf)
 {
-	return flush_list(fs, &cf, 1, true);
-}
-
-int wb_flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n,
-		  bool bytes)
-{
-	return flush_list(fs, cfs, n, bytes);
+	return wb_flush_list(fs, &cf, 1, true);
 }
 
 int wb_flush_all(struct osbfs *fs, long timeout_ms)
