@@ -202,7 +202,17 @@ static void test_journal(void)
 	CHECK(cache_dirty_meta(c, f1, "/workspace/renamed$1") == 0);
 	pthread_mutex_lock(&c->lock);
 	cache_uploaded(c, f2, f2->wgen);
+	/* two copies left by saves; one is removed */
+	CHECK(cache_left_add(c, 0x11, "/workspace/.kept.tmp", 0) == 0);
+	CHECK(cache_left_add(c, 0x12, "/workspace/gone.tmp", 0) == 0);
+	CHECK(cache_left_add(c, 0x13, "/workspace/gone.tmp", 0) == 0);
+	CHECK(c->nlefts == 2);
 	pthread_mutex_unlock(&c->lock);
+	struct left_take t;
+	CHECK(cache_lefts_take(c, "/workspace/gone.tmp", 0, &t) == 1);
+	cache_lefts_done(c, &t, 0);
+	CHECK(cache_left_at(c, "/workspace/.kept.tmp"));
+	CHECK(!cache_left_at(c, "/workspace/gone.tmp"));
 	/* a torn last line, as a power loss could leave */
 	FILE *j = fopen(strcat(strcpy(msg, c->dir), "/journal"), "a");
 	CHECK(j != NULL);
@@ -219,7 +229,9 @@ static void test_journal(void)
 	CHECK(cache_init(&c2, dir, "sb1", 1 << 20, &nt, &h2, msg,
 			 sizeof(msg)) == 0);
 	struct seen s = { 0 };
-	CHECK(cache_recover(c2, on_record, &s) == 1);
+	CHECK(cache_recover(c2, on_record, &s) == 2);
+	CHECK(c2->nlefts == 1 &&
+	      strcmp(c2->lefts[0].path, "/workspace/.kept.tmp") == 0);
 	CHECK(s.n == 1 && strcmp(s.paths[0], "/workspace/renamed$1") == 0);
 	CHECK(s.modes[0] == 0600 && s.bases[0] == BASE_ABSENT);
 	CHECK(c2->ndirty == 1 && c2->dirty_first->id == id1);

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from jobhelp import job_file, osb, read, start
 from osbtest import execd_routes, wait_until
 
 
@@ -212,7 +213,7 @@ def save(m, name, data, tmp_name=None):
     os.rename(tmp, m.p(name))
 
 
-def test_a_save_costs_the_upload_and_the_removal_and_the_mtime_follows(server, make_mount):
+def test_a_save_costs_one_upload_and_the_copy_left_goes_later(server, make_mount):
     m = make_mount(options=["writeback_delay=1h"])
     sid = m.sandbox_id
     server.write_file(sid, m.spath("s.txt"), b"old\n")
@@ -221,18 +222,130 @@ def test_a_save_costs_the_upload_and_the_removal_and_the_mtime_follows(server, m
     server.reset_stats()
     save(m, "s.txt", b"new\n")
     got = execd_routes(server, sid)
-    # the fsync's upload, then the temporary file's removal: no command,
-    # and the temporary name is known free (the mount removed it)
-    assert got == {"POST /files/upload": 1, "DELETE /files": 1}, got
-    assert server.stat(sid, m.spath(".s.txt.tmp")) is None
+    # the fsync's upload only: the next save's upload replaced the copy
+    # the first one left at the temporary name, and this one's copy goes
+    # with a later batch; the temporary name is known free
+    assert got == {"POST /files/upload": 1}, got
     assert open(m.p("s.txt"), "rb").read() == b"new\n"
     assert sorted(os.listdir(m.p())) == ["s.txt"]
+    with pytest.raises(FileNotFoundError):
+        os.stat(m.p(".s.txt.tmp"))
+    # a second later, one removal
+    wait_until(lambda: server.stat(sid, m.spath(".s.txt.tmp")) is None, 30,
+               "the copy left at the temporary name removed")
+    assert execd_routes(server, sid).get("DELETE /files") == 1
     local = os.stat(m.p("s.txt")).st_mtime_ns
     sync_all(m)
     assert server.read_file(sid, m.spath("s.txt")) == b"new\n"
     code, out, _ = server.run(sid, "stat -c %%Y %s" % m.spath("s.txt"))
     assert code == 0 and int(out) == local // 10**9
     assert os.stat(m.p("s.txt")).st_mtime_ns == local
+
+
+def test_a_directory_fsync_after_a_save_removes_the_copy_left(server, make_mount):
+    m = make_mount(options=["writeback_delay=1h"])
+    sid = m.sandbox_id
+    os.mkdir(m.p("d"))
+    server_path = m.spath("d", ".x.tmp")
+    save(m, "d/x", b"x1\n", tmp_name="d/.x.tmp")
+    dfd = os.open(m.p("d"), os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(dfd)
+    os.close(dfd)
+    assert server.stat(sid, server_path) is None
+    assert server.read_file(sid, m.spath("d", "x")) == b"x1\n"
+
+
+def test_a_file_made_again_at_a_copy_left_is_kept(server, make_mount):
+    """The name a save left a copy at is written again and kept: its
+    upload replaces the copy, which is then never removed."""
+    m = make_mount(options=["writeback_delay=1h"])
+    sid = m.sandbox_id
+    save(m, "a.txt", b"a\n")
+    with open(m.p(".a.txt.tmp"), "wb") as f:
+        f.write(b"kept\n")
+    sync_all(m)
+    assert server.read_file(sid, m.spath(".a.txt.tmp")) == b"kept\n"
+    assert server.read_file(sid, m.spath("a.txt")) == b"a\n"
+    assert [n for n in os.listdir(m.p()) if "conflict" in n] == []
+    # made again, then removed before its upload: the copy goes too
+    save(m, "b.txt", b"b\n")
+    with open(m.p(".b.txt.tmp"), "wb") as f:
+        f.write(b"short-lived\n")
+    os.unlink(m.p(".b.txt.tmp"))
+    sync_all(m)
+    assert server.stat(sid, m.spath(".b.txt.tmp")) is None
+    assert server.read_file(sid, m.spath("b.txt")) == b"b\n"
+
+
+def test_names_made_where_a_copy_was_left(server, make_mount):
+    """A directory, a symlink or a file moved in by the sandbox's mv at a
+    name a save left a copy at: the copy goes first, nothing fails."""
+    m = make_mount(options=["writeback_delay=1h"])
+    sid = m.sandbox_id
+    for name in ("d", "l", "f"):
+        save(m, name + ".txt", name.encode(), tmp_name=name + ".tmp")
+    os.mkdir(m.p("d.tmp"))
+    os.symlink("d.txt", m.p("l.tmp"))
+    server.write_file(sid, m.spath("other"), b"other\n")
+    os.rename(m.p("other"), m.p("f.tmp"))
+    sync_all(m)
+    code, out, _ = server.run(sid, "cd %s && stat -c '%%n %%F' d.tmp l.tmp f.tmp && cat f.tmp"
+                              % m.spath())
+    assert code == 0, out
+    assert out.splitlines() == ["d.tmp directory", "l.tmp symbolic link", "f.tmp regular file",
+                                "other"]
+
+
+def test_a_directory_with_a_copy_left_moves_and_goes(server, make_mount):
+    m = make_mount(options=["writeback_delay=1h"])
+    sid = m.sandbox_id
+    os.makedirs(m.p("p", "q"))
+    sync_all(m)
+    save(m, "p/q/f", b"f\n", tmp_name="p/q/f.tmp")
+    os.rename(m.p("p", "q"), m.p("p", "r"))
+    sync_all(m)
+    code, out, _ = server.run(sid, "cd %s && find . | sort" % m.spath("p"))
+    assert out.split() == [".", "./r", "./r/f"], out
+    save(m, "p/r/g", b"g\n", tmp_name="p/r/g.tmp")
+    os.unlink(m.p("p", "r", "f"))
+    os.unlink(m.p("p", "r", "g"))
+    os.rmdir(m.p("p", "r"))
+    sync_all(m)
+    code, out, _ = server.run(sid, "cd %s && find . | sort" % m.spath("p"))
+    assert out.split() == ["."], out
+
+
+def test_a_job_after_a_save_sees_no_copy_left(server, make_mount):
+    m = make_mount(options=["writeback_delay=1h"])
+    server.write_file(m.sandbox_id, m.spath("j.txt"), b"\n")
+    assert os.listdir(m.p()) == ["j.txt"]
+    save(m, "j.txt", b"j\n")
+    jid = start(m, "ls -a %s" % m.spath())
+    read(osb(m, "jobs", jid, "wait"))
+    out = job_file(m, jid, "stdout")
+    assert ".j.txt.tmp" not in out.split(), out
+    assert "j.txt" in out.split(), out
+
+
+def test_many_saves_at_once_leave_at_most_64_copies(server, make_mount):
+    """Past 64 copies waiting, a save's rename removes its copy at once;
+    the rest go in one request."""
+    m = make_mount(options=["writeback_delay=1h"])
+    sid = m.sandbox_id
+    for i in range(70):
+        server.write_file(sid, m.spath("m%02d.txt" % i), b"\n")
+    assert len(os.listdir(m.p())) == 70
+    server.reset_stats()
+    for i in range(70):
+        save(m, "m%02d.txt" % i, b"%d\n" % i)
+    got = execd_routes(server, sid)
+    assert got.get("DELETE /files") == 6, got
+    sync_all(m)
+    got = execd_routes(server, sid)
+    assert got.get("DELETE /files") == 7, got
+    code, out, _ = server.run(sid, "ls -a %s" % m.spath())
+    assert sorted(out.split()) == sorted([".", ".."] + ["m%02d.txt" % i for i in range(70)]), out
+    assert server.read_file(sid, m.spath("m69.txt")) == b"69\n"
 
 
 def test_fsync_returns_with_the_bytes_and_the_mtime_follows(server, make_mount):
@@ -260,13 +373,14 @@ def test_a_save_survives_kill9_before_its_batch(server, make_mount, tmp_path):
     assert open(m.p("k.txt"), "rb").read() == b"v1\n"
     save(m, "k.txt", b"v2\n")
     m.kill9()
-    # the temporary copy is gone, the new bytes are in the journal
-    assert server.stat(sid, m.spath(".k.txt.tmp")) is None
+    # the new bytes, and the copy left at the temporary name, are in the
+    # journal: the next mount uploads the one and removes the other
     m2 = make_mount(sandbox_id=sid, create=False, cache_dir=cache)
     assert open(m2.p("k.txt"), "rb").read() == b"v2\n"
-    wait_until(lambda: server.read_file(sid, m2.spath("k.txt")) == b"v2\n", 60, "the save uploaded")
-    assert server.stat(sid, m2.spath(".k.txt.tmp")) is None
     assert sorted(n for n in os.listdir(m2.p()) if n != ".osb") == ["k.txt"]
+    wait_until(lambda: server.read_file(sid, m2.spath("k.txt")) == b"v2\n", 60, "the save uploaded")
+    wait_until(lambda: server.stat(sid, m2.spath(".k.txt.tmp")) is None, 60,
+               "the copy left removed")
 
 
 def test_a_big_file_renamed_after_its_fsync_is_moved_not_sent_again(server, make_mount):
@@ -283,22 +397,25 @@ def test_a_big_file_renamed_after_its_fsync_is_moved_not_sent_again(server, make
     assert server.stat(sid, m.spath(".big.bin.tmp")) is None
 
 
-def test_a_save_whose_removal_fails_stays_where_it_was(server, make_mount):
+def test_a_save_whose_copy_cannot_be_removed_yet(server, make_mount):
+    """The removal of the copy a save left fails: the save itself does
+    not, the mount never shows the copy, a sync says EIO, and the removal
+    is tried again until it works."""
     m = make_mount(options=["writeback_delay=1h"])
     sid = m.sandbox_id
     server.write_file(sid, m.spath("r.txt"), b"kept\n")
     assert open(m.p("r.txt"), "rb").read() == b"kept\n"
-    server.set_faults(next=100, kinds=["500"], method="DELETE", path="/files")
+    server.set_faults(next=1000, kinds=["500"], method="DELETE", path="/files")
     try:
+        save(m, "r.txt", b"mine\n")
+        assert open(m.p("r.txt"), "rb").read() == b"mine\n"
         with pytest.raises(OSError) as e:
-            save(m, "r.txt", b"mine\n")
+            sync_all(m)
         assert e.value.errno == errno.EIO
+        assert sorted(n for n in os.listdir(m.p()) if n != ".osb") == ["r.txt"]
+        assert server.read_file(sid, m.spath("r.txt")) == b"mine\n"
     finally:
         server.clear_faults()
-    assert open(m.p(".r.txt.tmp"), "rb").read() == b"mine\n"
-    assert open(m.p("r.txt"), "rb").read() == b"kept\n"
-    os.rename(m.p(".r.txt.tmp"), m.p("r.txt"))
     sync_all(m)
-    assert server.read_file(sid, m.spath("r.txt")) == b"mine\n"
     assert server.stat(sid, m.spath(".r.txt.tmp")) is None
     assert [n for n in os.listdir(m.p()) if "conflict" in n] == []

@@ -49,7 +49,7 @@ void cache_id_name(uint64_t id, char out[17])
 	snprintf(out, 17, "%016llx", (unsigned long long)id);
 }
 
-static uint64_t new_id(void)
+uint64_t cache_new_id(void)
 {
 	uint64_t id = 0;
 	while (!id) {
@@ -158,6 +158,7 @@ void cache_release(struct cache *c)
 	 * data and journal record stay on disk for the next mount */
 	while (c->nall)
 		cfile_free(c, c->all[c->nall - 1]);
+	cache_lefts_free(c);
 	if (c->files_fd >= 0)
 		close(c->files_fd);
 	if (c->journal_fd >= 0)
@@ -279,7 +280,7 @@ struct cfile *cache_attach(struct cache *c, struct node *n)
 	if (n->cf)
 		return n->cf;
 	pthread_mutex_lock(&c->lock);
-	struct cfile *cf = cache_cfile_new(c, new_id());
+	struct cfile *cf = cache_cfile_new(c, cache_new_id());
 	pthread_mutex_unlock(&c->lock);
 	if (!cf)
 		return NULL;
@@ -504,8 +505,10 @@ int cache_record_update(struct cache *c, struct cfile *cf, const char *path)
 }
 
 int cache_resend(struct cache *c, struct cfile *cf, struct cfile *dcf,
-		 const struct fattr *da, const char *path)
+		 const struct fattr *da, const char *old, const char *path,
+		 bool *ret_left)
 {
+	*ret_left = false;
 	pthread_mutex_lock(&c->lock);
 	cf->data_gen = 0;
 	cf->m.base = BASE_ABSENT;
@@ -525,8 +528,16 @@ int cache_resend(struct cache *c, struct cfile *cf, struct cfile *dcf,
 	pthread_mutex_lock(&c->lock);
 	if (!rc)
 		rc = record_write(c, cf, path);
+	/* with the record, in the same sync: the copy to remove later */
+	if (!rc && cache_left_add(c, cache_new_id(), old,
+				  mono_ms() + CACHE_LEFT_DELAY_MS) == 0)
+		*ret_left = true;
 	if (!rc && fdatasync(c->journal_fd) < 0)
 		rc = -errno;
+	if (rc && *ret_left) {
+		cache_left_forget(c, old); /* the file stays there */
+		*ret_left = false;
+	}
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }

@@ -241,19 +241,60 @@ void cache_moved_over(struct cache *c, struct cfile *scf, struct cfile *dcf,
  * editor's fsync before its rename), with its bytes whole here and at
  * most @max of them: a rename may then upload it again under the new
  * name rather than run a command in the sandbox.
- * cache_resend() - such a file moves to @path, over @dcf and @da (what
- * the sandbox has there; both NULL when nothing): it is to go whole to
- * the new name, as one never uploaded (cache_only_local()). Its bytes
- * and record are on disk when this returns 0, so the sandbox's copy
- * may go; if it cannot go, or on an error, the file stays where it was
+ * cache_resend() - such a file moves from @old to @path, over @dcf and
+ * @da (what the sandbox has there; both NULL when nothing): it is to go
+ * whole to the new name, as one never uploaded (cache_only_local()). Its
+ * bytes and record are on disk when this returns 0, so the sandbox's
+ * copy at @old may go: *ret_left says it is left for a later batch to
+ * remove (cache_left_replace()), else the caller removes it now. If it
+ * cannot go, or on an error, the file stays where it was
  * (cache_base_lost()).
  */
 bool cache_sent_here(struct cache *c, struct cfile *cf, int64_t max);
 int cache_resend(struct cache *c, struct cfile *cf, struct cfile *dcf,
-		 const struct fattr *da, const char *path);
+		 const struct fattr *da, const char *old, const char *path,
+		 bool *ret_left);
 /* What the sandbox has at @cf's name is not known (a resent file that
  * stays where it was): its next upload replaces it without a check. */
 void cache_base_lost(struct cache *c, struct cfile *cf);
+
+/* ---- copies left behind (cache_left.c) ---- */
+
+/* A copy left by a resent file is removed this long after the rename,
+ * unless a save writes the name again first. */
+#define CACHE_LEFT_DELAY_MS 1000
+/* At most this many copies wait; past that, a rename removes its copy
+ * at once. */
+#define CACHE_LEFT_MAX 64
+
+/* Whether the sandbox's file at @path is a copy left behind, which the
+ * mount does not show. */
+bool cache_left_at(struct cache *c, const char *path);
+/* How many there are. */
+size_t cache_lefts_count(struct cache *c);
+/*
+ * cache_left_replace() - new file @cf, dirty at @path, is made or moved
+ * there here: a copy left at @path is no longer to be removed, as @cf's
+ * upload replaces it (without a check: it is ours). True if there was
+ * one. Anything else made at such a name (a directory, a symlink, a file
+ * moved by a request) removes the copy first (wb_lefts_remove()).
+ */
+bool cache_left_replace(struct cache *c, const char *path, struct cfile *cf);
+
+/* The copies to remove now: those at or below @below, or if it is NULL
+ * those due by @now. */
+struct left_take {
+	size_t n;
+	uint64_t id[CACHE_LEFT_MAX];
+	char *path[CACHE_LEFT_MAX];
+};
+size_t cache_lefts_take(struct cache *c, const char *below, long long now,
+			struct left_take *ret);
+/* After the removal of @t: gone if @rc is 0, else tried again later.
+ * Frees @t's paths. */
+void cache_lefts_done(struct cache *c, struct left_take *t, int rc);
+/* When the next copy is due (monotonic ms), 0 if none (c->lock held). */
+long long cache_lefts_next(struct cache *c);
 
 /* ---- the journal ---- */
 

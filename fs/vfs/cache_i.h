@@ -103,6 +103,15 @@ struct cfile {
 	struct cfile *dnext, *dprev; /* the dirty list */
 };
 
+/* A copy the sandbox still has of a file resent under a new name
+ * (cache_resend), to be removed (cache_left.c). */
+struct left {
+	uint64_t id;            /* of its journal record */
+	char *path;
+	long long due_ms;
+	unsigned failures;
+};
+
 struct cache {
 	char *dir;              /* CACHE_DIR/<sandbox id> */
 	struct node_table *nt;  /* the nodes the cfiles belong to */
@@ -123,6 +132,8 @@ struct cache {
 	size_t nfiles;
 	struct cfile **all;     /* every live cfile (for eviction) */
 	size_t nall, all_cap;
+	struct left lefts[CACHE_LEFT_MAX]; /* copies to remove (cache_left.c) */
+	size_t nlefts;
 };
 
 /* An fd on the cache file for the caller (close it). */
@@ -166,6 +177,17 @@ void cache_dirty_list_add(struct cache *c, struct cfile *cf);
 void cache_sweep(struct cache *c);
 /* The name of @id's content file under files/ (16 hex digits). */
 void cache_id_name(uint64_t id, char out[17]);
+
+/* A new id for a cfile or a record. */
+uint64_t cache_new_id(void);
+/* Adds a copy left at @path, removed from @due_ms on, and journals it
+ * (c->lock held). -ENOSPC when the list is full, or -errno. */
+int cache_left_add(struct cache *c, uint64_t id, const char *path,
+		   long long due_ms);
+/* Forgets the copy at @path, never removed (c->lock held). */
+void cache_left_forget(struct cache *c, const char *path);
+/* Frees the list (at release). */
+void cache_lefts_free(struct cache *c);
 
 /* Dirty records left by an earlier run: @fn is called for each, with
  * its sandbox path and a new cfile holding the data (refs 1, dirty);

@@ -8,9 +8,11 @@
  *   S <id> path=<hex> mode=<octal> mtime=<s.ns> atime=<s.ns> times=<0|1>
  *     chmod=<0|1> base=absent|unknown|<size>:<s.ns> owner=<hex> group=<hex>
  *     [dir=1]
+ *   L <id> path=<hex>
  *   D <id>
- * "S" states what dirty file <id> (its data in files/<id>) is now; "D"
- * says it is clean or gone. With dir=1 the record is of a directory made
+ * "S" states what dirty file <id> (its data in files/<id>) is now; "L"
+ * that the sandbox's file at path is a copy left behind by a file resent
+ * under another name, to be removed; "D" says it is clean or gone. With dir=1 the record is of a directory made
  * or chmodded here (no data; base=absent: made here), not yet in the
  * sandbox. The last line about an id wins. Appending
  * costs microseconds where a file per record cost a create and a rename,
@@ -67,6 +69,14 @@ static void record_line(FILE *m, const struct cfile *cf, const char *path)
 	fputc('\n', m);
 }
 
+/* Appends the "L" line of copy @id left at @path to @m. */
+static void left_line(FILE *m, uint64_t id, const char *path)
+{
+	fprintf(m, "L %016llx", (unsigned long long)id);
+	put_hex(m, "path", path);
+	fputc('\n', m);
+}
+
 /* Keeps RESERVE_BYTES allocated past the end (best effort: a
  * filesystem without fallocate has no reserve). */
 static void reserve(struct cache *c)
@@ -93,26 +103,49 @@ static int append(struct cache *c, const char *s, size_t n)
 	return 0;
 }
 
-int journal_put(struct cache *c, const struct cfile *cf, const char *path)
+/* Appends @len bytes, whole lines, and counts them (c->lock held). */
+static int append_counted(struct cache *c, const char *s, size_t len)
+{
+	int rc = append(c, s, len);
+	if (!rc) {
+		c->journal_bytes += (int64_t)len;
+		c->unsynced++;
+		reserve(c);
+	}
+	return rc;
+}
+
+/* Appends the "S" line of @cf at @path, or with @cf NULL the "L" line
+ * of copy @id left at @path (c->lock held). */
+static int put_line(struct cache *c, const struct cfile *cf, uint64_t id,
+		    const char *path)
 {
 	char *line = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&line, &len);
 	if (!m)
 		return -ENOMEM;
-	record_line(m, cf, path);
+	if (cf)
+		record_line(m, cf, path);
+	else
+		left_line(m, id, path);
 	if (fclose(m) != 0) {
 		free(line);
 		return -ENOMEM;
 	}
-	int rc = append(c, line, len);
-	if (!rc) {
-		c->journal_bytes += (int64_t)len;
-		c->unsynced++;
-		reserve(c);
-	}
+	int rc = append_counted(c, line, len);
 	free(line);
 	return rc;
+}
+
+int journal_put(struct cache *c, const struct cfile *cf, const char *path)
+{
+	return put_line(c, cf, cf->id, path);
+}
+
+int journal_put_left(struct cache *c, uint64_t id, const char *path)
+{
+	return put_line(c, NULL, id, path);
 }
 
 int journal_del(struct cache *c, uint64_t id)
@@ -120,13 +153,7 @@ int journal_del(struct cache *c, uint64_t id)
 	char line[32];
 	int n = snprintf(line, sizeof(line), "D %016llx\n",
 			 (unsigned long long)id);
-	int rc = append(c, line, (size_t)n);
-	if (!rc) {
-		c->journal_bytes += n;
-		c->unsynced++;
-		reserve(c);
-	}
-	return rc;
+	return append_counted(c, line, (size_t)n);
 }
 
 /* Writes a new journal holding the records of the dirty files, and puts
@@ -142,6 +169,8 @@ int journal_compact(struct cache *c)
 	for (struct cfile *cf = c->dirty_first; cf; cf = cf->dnext)
 		if (cf->record_path)
 			record_line(m, cf, cf->record_path);
+	for (size_t i = 0; i < c->nlefts; i++)
+		left_line(m, c->lefts[i].id, c->lefts[i].path);
 	if (fclose(m) != 0) {
 		free(text);
 		return -ENOMEM;
@@ -245,7 +274,8 @@ static int parse_record(char *rest, struct journal_record *r)
 
 struct live {
 	uint64_t id;
-	char *line;  /* the rest of its last "S" line */
+	char *line;  /* the rest of its last "S" or "L" line */
+	bool left;   /* an "L" */
 };
 
 static struct live *find_live(struct live *v, size_t n, uint64_t id)
@@ -290,7 +320,7 @@ int journal_replay(struct cache *c, journal_replay_fn fn, void *arg)
 			}
 			continue;
 		}
-		if (line[0] != 'S')
+		if (line[0] != 'S' && line[0] != 'L')
 			continue;
 		char *rest = strdup(line + off);
 		if (!rest)
@@ -298,6 +328,7 @@ int journal_replay(struct cache *c, journal_replay_fn fn, void *arg)
 		if (l) {
 			free(l->line);
 			l->line = rest;
+			l->left = line[0] == 'L';
 			continue;
 		}
 		if (n == cap) {
@@ -311,6 +342,7 @@ int journal_replay(struct cache *c, journal_replay_fn fn, void *arg)
 		}
 		v[n].id = id;
 		v[n].line = rest;
+		v[n].left = line[0] == 'L';
 		n++;
 	}
 	free(line);
@@ -318,6 +350,7 @@ int journal_replay(struct cache *c, journal_replay_fn fn, void *arg)
 	for (size_t i = 0; i < n; i++) {
 		struct journal_record r;
 		if (parse_record(v[i].line, &r) == 0) {
+			r.left = v[i].left;
 			fn(arg, v[i].id, &r);
 			count++;
 		} else {

@@ -13,13 +13,17 @@
 struct journal_record {
 	char path[8192];
 	struct fmeta m;
+	bool left;      /* a copy left at path, to remove: no data */
 };
 
 /* Opens (makes) CACHE/journal for appending. 0 or -errno. */
 int journal_open(struct cache *c);
 /* Appends the record of dirty @cf at sandbox path @path (c->lock held). */
 int journal_put(struct cache *c, const struct cfile *cf, const char *path);
-/* Appends "file @id is clean" (c->lock held). */
+/* Appends the record of copy @id left at @path (c->lock held). */
+int journal_put_left(struct cache *c, uint64_t id, const char *path);
+/* Appends "file @id is clean" (c->lock held); for a copy left, that it
+ * is gone. */
 int journal_del(struct cache *c, uint64_t id);
 /* Rewrites the journal with the dirty list's records only (c->lock). */
 int journal_compact(struct cache *c);

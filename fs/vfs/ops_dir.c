@@ -233,6 +233,19 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
  * with the write-back: the directory's own and its subdirectories' are
  * sent now.
  */
+/* Before a directory or symlink is made at @path, a directory there is
+ * removed or fsynced: copies left at or below it by saves go (a cheap
+ * check first). */
+static int lefts_clear(struct osbfs *fs, const char *path)
+{
+	if (!cache_lefts_count(fs->cache))
+		return 0;
+	pthread_rwlock_wrlock(&fs->path_lock);
+	int rc = wb_lefts_remove(fs, path, 0);
+	pthread_rwlock_unlock(&fs->path_lock);
+	return rc;
+}
+
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
@@ -267,12 +280,19 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 		cache_ref(fs->cache, x->cf);
 		cfs[n++] = x->cf;
 	}
+	char *path = d && cache_lefts_count(fs->cache) ?
+			     node_path(&fs->nodes, d) :
+			     NULL;
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (!rc)
 		rc = wb_flush_list(fs, cfs, n, true);
 	for (size_t i = 0; i < n; i++)
 		cache_unref(fs->cache, cfs[i]);
 	free(cfs);
+	/* and the copies saves left in it are gone: what it lists is so */
+	if (!rc && path)
+		rc = lefts_clear(fs, path);
+	free(path);
 	fuse_reply_err(req, -rc);
 }
 
@@ -345,7 +365,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!rc)
 		rc = -EEXIST;
 	else if (rc == -ENOENT)
-		rc = 0;
+		rc = lefts_clear(fs, h.path);
 	struct cfile *cf = NULL;
 	if (!rc) {
 		/* made here now, in the sandbox with the write-back: many
@@ -415,6 +435,8 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = 0; /* made here, not in the sandbox yet */
 	if (!rc && (n || cache_dirty_below(fs->cache, h.n, true)))
 		rc = -ENOTEMPTY;
+	if (!rc)
+		rc = lefts_clear(fs, h.path);
 	if (!rc)
 		rc = remote_rmdir(fs, h.path);
 	if (!rc) {
@@ -525,10 +547,14 @@ static int rename_send(struct osbfs *fs, const struct held *src,
 
 	if (sa->type == OSB_FILE && scf && !src_local && da && over_file &&
 	    cache_sent_here(fs->cache, scf, RESEND_MAX)) {
+		bool left = false;
 		int rc = cache_resend(fs->cache, scf, over ? dcf : NULL,
-				      over ? da : NULL, dst->path);
-		if (!rc)
+				      over ? da : NULL, src->path, dst->path,
+				      &left);
+		if (!rc && !left)
 			rc = remote_unlink(fs, src->path, false);
+		else if (!rc)
+			wb_lefts_added(fs);
 		if (rc && rc != -ENOENT)
 			cache_base_lost(fs->cache, scf); /* stays there */
 		return rc == -ENOENT ? 0 : rc;
@@ -536,10 +562,19 @@ static int rename_send(struct osbfs *fs, const struct held *src,
 	if (src_local && sa->type != OSB_DIR && over_file) {
 		if (over)
 			cache_moved_over(fs->cache, scf, dcf, da);
+		else
+			cache_left_replace(fs->cache, dst->path, scf);
 		return 0;
 	}
-	return remote_rename(fs, src->path, dst->path, da != NULL,
-			     sa->type == OSB_SYMLINK);
+	/* copies left by saves go first: below a directory that moves (they
+	 * would move with it), or where the file goes */
+	int rc = sa->type == OSB_DIR ? wb_lefts_remove(fs, src->path, 0) : 0;
+	if (!rc)
+		rc = wb_lefts_remove(fs, dst->path, 0);
+	if (!rc)
+		rc = remote_rename(fs, src->path, dst->path, da != NULL,
+				   sa->type == OSB_SYMLINK);
+	return rc;
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -680,6 +715,8 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		rc = -EEXIST;
 	else if (rc == -ENOENT)
 		rc = parent_made(fs, &h);
+	if (!rc)
+		rc = lefts_clear(fs, h.path);
 	if (!rc)
 		rc = remote_symlink(fs, link, h.path);
 	if (!rc) {

@@ -310,6 +310,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		int drc = cache_dirty(fs->cache, cf, h.path);
 		if (!rc)
 			rc = drc;
+		/* a copy an earlier save left here is replaced by this file */
+		if (!rc && !existed)
+			cache_left_replace(fs->cache, h.path, cf);
 		if (rc)
 			cache_close(fs->cache, cf, true);
 	}

@@ -30,6 +30,17 @@ static void replay_one(void *arg, uint64_t id, const struct journal_record *r)
 	struct stat st;
 	char name[17];
 
+	if (r->left) {
+		/* a copy to remove: due now */
+		pthread_mutex_lock(&c->lock);
+		int rc = cache_left_add(c, id, r->path, mono_ms());
+		pthread_mutex_unlock(&c->lock);
+		if (rc)
+			log_error("cannot take up the removal of %s left by "
+				  "an earlier run: %s",
+				  r->path, strerror(-rc));
+		return;
+	}
 	cache_id_name(id, name);
 	memset(&st, 0, sizeof(st));
 	if (!r->m.dir && fstatat(c->files_fd, name, &st, 0) < 0) {

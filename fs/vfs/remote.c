@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "hex.h"
 #include "life.h"
 #include "log.h"
@@ -451,6 +452,35 @@ static void alias_drop(struct osbfs *fs, char *alias)
 
 /* ---- the calls ---- */
 
+/* Whether the sandbox's @path is a copy left behind by a resent file
+ * (cache.h): the mount shows nothing there. */
+static bool left_at(struct osbfs *fs, const char *path)
+{
+	return fs->cache && cache_left_at(fs->cache, path);
+}
+
+/* Leaves the copies left behind out of @d, entries of @dir. */
+static void drop_lefts(struct osbfs *fs, const char *dir, struct rdent *d,
+		       size_t *n)
+{
+	size_t k = 0;
+	if (!fs->cache || !cache_lefts_count(fs->cache))
+		return;
+	for (size_t i = 0; i < *n; i++) {
+		char *path = NULL;
+		bool left = false;
+		if (asprintf(&path, "%s/%s", strcmp(dir, "/") ? dir : "",
+			     d[i].name) >= 0)
+			left = left_at(fs, path);
+		free(path);
+		if (left)
+			free(d[i].name);
+		else
+			d[k++] = d[i];
+	}
+	*n = k;
+}
+
 int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret)
 {
 	struct osb_error err;
@@ -458,6 +488,8 @@ int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret)
 	int rc = path_check(path);
 	if (rc)
 		return rc;
+	if (left_at(fs, path))
+		return -ENOENT;
 	if (!osb_path_is_safe(path))
 		return shell_stat(fs, path, ret);
 	rc = remote_enter(fs);
@@ -502,8 +534,12 @@ int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
 		*ret_depth = 1;
 	if (rc)
 		return rc;
-	if (!osb_path_is_safe(dir))
-		return shell_list(fs, dir, ret, ret_n);
+	if (!osb_path_is_safe(dir)) {
+		rc = shell_list(fs, dir, ret, ret_n);
+		if (!rc)
+			drop_lefts(fs, dir, *ret, ret_n);
+		return rc;
+	}
 	rc = remote_enter(fs);
 	if (rc)
 		return rc;
@@ -541,6 +577,7 @@ int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
 		k++;
 	}
 	osb_stat_array_free(ents, n);
+	drop_lefts(fs, dir, d, &k);
 	*ret = d;
 	*ret_n = k;
 	if (ret_cut)
@@ -835,6 +872,38 @@ int remote_unlink(struct osbfs *fs, const char *path, bool symlink)
 			rc = osb_files_remove(fs->sb, paths, 1, &err);
 	} while (rc && again(fs, rc));
 	return rc ? fail(rc, &err, "unlink", path) : 0;
+}
+
+int remote_unlink_many(struct osbfs *fs, char *const *paths, size_t n)
+{
+	struct osb_error err;
+	const char *safe[64];
+	size_t k = 0, bytes = 0;
+	int rc = remote_enter(fs);
+
+	for (size_t i = 0; !rc && i <= n; i++) {
+		/* a query of a few KiB at most per request */
+		bool send = k && (i == n || k == 64 ||
+				  bytes + strlen(paths[i]) > 4096);
+		if (send) {
+			do {
+				rc = osb_files_remove(fs->sb, safe, k, &err);
+			} while (rc && again(fs, rc));
+			if (rc)
+				return fail(rc, &err, "unlink", safe[0]);
+			k = bytes = 0;
+		}
+		if (i == n)
+			break;
+		rc = path_check(paths[i]);
+		if (!rc && !osb_path_is_safe(paths[i])) {
+			rc = remote_unlink(fs, paths[i], false);
+		} else if (!rc) {
+			safe[k++] = paths[i];
+			bytes += strlen(paths[i]);
+		}
+	}
+	return rc;
 }
 
 /* Whether a move of @src to @dst has happened: @src gone, @dst there. */

@@ -79,6 +79,8 @@ int remote_dirs(struct osbfs *fs, const struct rdir *d, size_t n);
 /* Removes an (empty, checked by the caller) directory. */
 int remote_rmdir(struct osbfs *fs, const char *path);
 int remote_unlink(struct osbfs *fs, const char *path, bool symlink);
+/* Removes the files at @paths, many in one request. */
+int remote_unlink_many(struct osbfs *fs, char *const *paths, size_t n);
 /* rename(2); @replace: the destination may exist and is replaced;
  * @symlink: the source is a symlink (moved itself, even dangling). */
 int remote_rename(struct osbfs *fs, const char *src, const char *dst,

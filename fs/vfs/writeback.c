@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -819,6 +820,20 @@ static int apply_dir_times(struct osbfs *fs)
 	return rc;
 }
 
+int wb_lefts_remove(struct osbfs *fs, const char *below, long long now)
+{
+	struct left_take t;
+	if (!cache_lefts_take(fs->cache, below, now, &t))
+		return 0;
+	int rc = remote_unlink_many(fs, t.path, t.n);
+	if (rc)
+		log_error("could not remove %zu cop%s left in the sandbox by "
+			  "saves, first %s: %s; retried",
+			  t.n, t.n == 1 ? "y" : "ies", t.path[0], strerror(-rc));
+	cache_lefts_done(fs->cache, &t, rc);
+	return rc;
+}
+
 static void *worker(void *arg)
 {
 	struct osbfs *fs = arg;
@@ -835,6 +850,16 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&c->lock);
 	while (!wb->stop) {
 		long long wait, now = mono_ms();
+		long long left_due = cache_lefts_next(c);
+		if (left_due && left_due <= now) {
+			/* copies left by saves: one request for all */
+			pthread_mutex_unlock(&c->lock);
+			pthread_rwlock_wrlock(&fs->path_lock);
+			wb_lefts_remove(fs, NULL, now);
+			pthread_rwlock_unlock(&fs->path_lock);
+			pthread_mutex_lock(&c->lock);
+			continue;
+		}
 		memset(items, 0, sizeof(items));
 		size_t n = pick(c, items, &wait,
 				fs->opt->writeback_delay_ms / 2);
@@ -861,6 +886,8 @@ static void *worker(void *arg)
 			}
 			if (times_waiting && times_at - now < wait)
 				wait = times_at - now;
+			if (left_due && left_due - now < wait)
+				wait = left_due - now;
 			if (!wb->sleep_until || now + wait < wb->sleep_until ||
 			    wb->sleep_until <= now)
 				wb->sleep_until = now + wait;
@@ -978,6 +1005,16 @@ void wb_schedule(struct osbfs *fs, struct cfile *cf, long delay_ms)
 		if (fs->wb && kick_needed(fs->wb, cf->due_ms))
 			pthread_cond_broadcast(&fs->wb->kick);
 	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void wb_lefts_added(struct osbfs *fs)
+{
+	struct cache *c = fs->cache;
+	pthread_mutex_lock(&c->lock);
+	long long due = cache_lefts_next(c);
+	if (fs->wb && due && kick_needed(fs->wb, due))
+		pthread_cond_broadcast(&fs->wb->kick);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -1108,6 +1145,12 @@ int wb_flush_all(struct osbfs *fs, long timeout_ms)
 	if (!rc) {
 		pthread_rwlock_rdlock(&fs->path_lock);
 		if (apply_dir_times(fs))
+			rc = -EIO;
+		pthread_rwlock_unlock(&fs->path_lock);
+	}
+	if (!rc) {
+		pthread_rwlock_wrlock(&fs->path_lock);
+		if (wb_lefts_remove(fs, NULL, LLONG_MAX))
 			rc = -EIO;
 		pthread_rwlock_unlock(&fs->path_lock);
 	}

@@ -27,9 +27,17 @@ int wb_flush(struct osbfs *fs, struct cfile *cf);
 /* wb_flush() of the bytes only (fsync): the times may follow later. */
 int wb_flush_bytes(struct osbfs *fs, struct cfile *cf);
 /* The same for every dirty file (and the times of directories that wait
- * for them); @timeout_ms < 0 waits as long as it takes. -EIO if something
- * could not be stored, -ETIMEDOUT. */
+ * for them, and the removal of copies left behind); @timeout_ms < 0
+ * waits as long as it takes. -EIO if something could not be stored,
+ * -ETIMEDOUT. */
 int wb_flush_all(struct osbfs *fs, long timeout_ms);
+/* A copy was left behind: a worker is to wake when it is due. */
+void wb_lefts_added(struct osbfs *fs);
+/* Removes the copies left behind by resent files (cache.h) at or below
+ * @below, or if it is NULL those due by @now, in as few requests as the
+ * paths allow. The caller holds fs->path_lock for writing. 0 or -errno
+ * (they are tried again later). */
+int wb_lefts_remove(struct osbfs *fs, const char *below, long long now);
 /* wb_flush() of @n files at once (in as few batches as they fit), or
  * wb_flush_bytes() if @bytes. */
 int wb_flush_list(struct osbfs *fs, struct cfile *const *cfs, size_t n,
