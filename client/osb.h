@@ -464,6 +464,25 @@ struct osb_tar_member {
 int osb_tar_add(int out, const struct osb_tar_member *m);
 int osb_tar_finish(int out);
 
+/* A member of a tar archive read with osb_tar_next() (untar.c). */
+struct osb_tar_entry {
+	char *path;             /* as the archive names it (pax path first);
+				   untrusted: a name, never used as a path */
+	char type;              /* '0' a regular file, '5' a directory, ... */
+	int64_t size;           /* of its data (0 for all but files) */
+	struct timespec mtime;  /* to the nanosecond from a pax header */
+	int64_t data_off;       /* where its data starts in the archive */
+};
+/*
+ * osb_tar_next() - reads the member at *pos of the archive in @fd (of
+ * @end bytes: what it says is checked against that) and moves *pos past
+ * its data. 1: @e is a member (release it); 0: the archive ended;
+ * -EINVAL: not a tar archive, or damaged (a checksum, a length, a pax
+ * record that does not add up); -errno.
+ */
+int osb_tar_next(int fd, int64_t *pos, int64_t end, struct osb_tar_entry *e);
+void osb_tar_entry_release(struct osb_tar_entry *e);
+
 /* A path with the mode (0 = leave it, or execd's default for a new
  * one) and owner (NULL = execd's user, root) it is to have. */
 struct osb_perm {
@@ -690,6 +709,9 @@ int osb_egress_delete(struct osb_sandbox *sb, const char *const *targets,
  * its @message (Go or coreutils error text is matched: "no such file or
  * directory", "file exists", ...). 0 for a 2xx status. */
 int osb_errno_from_http(int status, const char *code, const char *message);
+
+/* Writes all of @data to @fd (retrying short writes). 0 or -errno. */
+int osb_write_all(int fd, const void *data, size_t len);
 
 /* @s quoted for bash as one word ('...' with '\'' for quotes). malloc'd,
  * NULL on ENOMEM. */

@@ -29,26 +29,11 @@ struct ustar {
 
 _Static_assert(sizeof(struct ustar) == BLOCK, "a ustar header is a block");
 
-static int write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-	while (len) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 static int pad_to_block(int fd, int64_t len)
 {
 	static const char zeros[BLOCK];
 	size_t rest = (size_t)(len % BLOCK);
-	return rest ? write_all(fd, zeros, BLOCK - rest) : 0;
+	return rest ? osb_write_all(fd, zeros, BLOCK - rest) : 0;
 }
 
 /* One "LEN key=value\n" record; LEN counts the whole record. */
@@ -110,7 +95,7 @@ static int put_header(int out, const char *name, char type, int64_t size,
 		sum += ((unsigned char *)&h)[i];
 	snprintf(h.chksum, sizeof(h.chksum), "%06o", sum);
 	h.chksum[7] = ' ';
-	return write_all(out, &h, sizeof(h));
+	return osb_write_all(out, &h, sizeof(h));
 }
 
 int osb_tar_add(int out, const struct osb_tar_member *m)
@@ -140,7 +125,7 @@ int osb_tar_add(int out, const struct osb_tar_member *m)
 		rc = put_header(out, "PaxHeader", 'x', (int64_t)pax.len, 0644,
 				m->mtime.tv_sec, NULL, NULL);
 	if (!rc)
-		rc = write_all(out, pax.data, pax.len);
+		rc = osb_write_all(out, pax.data, pax.len);
 	if (!rc)
 		rc = pad_to_block(out, (int64_t)pax.len);
 	free(pax.data);
@@ -162,7 +147,7 @@ int osb_tar_add(int out, const struct osb_tar_member *m)
 		else if (r == 0)
 			rc = -EAGAIN; /* shorter than said: sent again later */
 		else
-			rc = write_all(out, chunk, (size_t)r);
+			rc = osb_write_all(out, chunk, (size_t)r);
 		if (r > 0)
 			done += r;
 	}
@@ -174,5 +159,5 @@ int osb_tar_add(int out, const struct osb_tar_member *m)
 int osb_tar_finish(int out)
 {
 	static const char end[2 * BLOCK];
-	return write_all(out, end, sizeof(end));
+	return osb_write_all(out, end, sizeof(end));
 }

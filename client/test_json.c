@@ -8,19 +8,7 @@
 #include <string.h>
 
 #include "osb_i.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                            \
-	do {                                                        \
-		if (!(cond)) {                                      \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__,   \
-				__LINE__);                          \
-			fprintf(stderr, __VA_ARGS__);               \
-			fputc('\n', stderr);                        \
-			failures++;                                 \
-		}                                                   \
-	} while (0)
+#include "test_check.h"
 
 static const char listing[] =
 	" [ {\"path\":\"/w/a\",\"size\":3,\"mode\":644,\"type\":\"file\","

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "osb_i.h"
 
@@ -349,4 +350,19 @@ void osb_time_format(time_t t, char *buf, size_t size)
 	struct tm tm;
 	gmtime_r(&t, &tm);
 	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int osb_write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+	while (len) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
 }
