@@ -61,11 +61,11 @@ def commit(top):
     run(GIT + ["commit", "-q", "-m", "tree"], cwd=top)
 
 
-def test_find_cold_costs_at_most_10_requests(server, make_mount, tree):
-    src, tar = tree
+def cold_mount_of_the_tree(server, make_mount, tar):
+    """A sandbox holding the tree in t/ (put there beside the mount, not
+    through it), and a new mount of it with nothing cached."""
     m = make_mount(options=CACHING)
     sid = m.sandbox_id
-    # the tree goes in beside the mount, not through it
     with open(str(tar), "rb") as f:
         server.write_file(sid, "/tmp/tree.tar", f.read())
     rc, _, err = server.run(sid, "mkdir -p %s && tar xf /tmp/tree.tar -C %s" % (
@@ -73,12 +73,34 @@ def test_find_cold_costs_at_most_10_requests(server, make_mount, tree):
     assert rc == 0, err
     m.stop()
     shutil.rmtree(m.cache_dir, ignore_errors=True)
-    m2 = make_mount(sandbox_id=sid, options=CACHING)
+    return make_mount(sandbox_id=sid, options=CACHING)
+
+
+def test_find_cold_costs_at_most_10_requests(server, make_mount, tree):
+    src, tar = tree
+    m = cold_mount_of_the_tree(server, make_mount, tar)
     server.reset_stats()
-    out = run(["find", "t"], cwd=m2.path)
+    out = run(["find", "t"], cwd=m.path)
     assert len(out.splitlines()) == srctree.NFILES + srctree.NDIRS
-    got = execd_routes(server, sid)
+    got = execd_routes(server, m.sandbox_id)
     assert sum(got.values()) <= 10, got
+
+
+def test_grep_r_cold_costs_at_most_40_requests(server, make_mount, tree):
+    """The small files come in a few archives (a command, a download and
+    a removal each), the big ones in ranges."""
+    src, tar = tree
+    m = cold_mount_of_the_tree(server, make_mount, tar)
+    server.reset_stats()
+    out = subprocess.run(["grep", "-rl", srctree.NEEDLE, "t"], cwd=m.path,
+                         stdout=subprocess.PIPE, text=True).stdout
+    got = execd_routes(server, m.sandbox_id)
+    print("grep -r cold:", sum(got.values()), got)
+    want = subprocess.run(["grep", "-rl", srctree.NEEDLE, "."], cwd=str(src),
+                          stdout=subprocess.PIPE, text=True).stdout
+    assert sorted(os.path.relpath(p, "t") for p in out.split()) == \
+        sorted(os.path.relpath(p, ".") for p in want.split())
+    assert sum(got.values()) <= 40, got
 
 
 def test_first_git_status_after_the_commit_costs_at_most_10_requests(server, make_mount, tree):

@@ -176,6 +176,18 @@ int cache_fill(struct cache *c, struct cfile *cf, int64_t off, int64_t len,
  */
 bool cache_went_stale(struct cache *c, struct cfile *cf, uint64_t version,
 		      bool *ret_local);
+/* Whether nothing of @cf is here and it has no changes: a candidate for
+ * cache_fill_new(). Takes the cache lock. */
+bool cache_fill_wanted(struct cache *c, struct cfile *cf);
+/*
+ * cache_fill_new() - node @n's file, of which nothing is here, gets the
+ * sandbox version @a (its size and mtime) whole from @fetch, as an open
+ * and a read would: nothing is done (0) if anything of it is here or
+ * changed here, or if handles have another version open. Takes the node
+ * lock and the cache lock (the caller holds neither). 0 or -errno.
+ */
+int cache_fill_new(struct cache *c, struct node *n, const struct fattr *a,
+		   cache_fetch_fn fetch, void *arg);
 /* Whether every byte is local (complete or dirty); an empty file
  * becomes complete. *ret_size, *ret_version as they are now. */
 bool cache_whole(struct cache *c, struct cfile *cf, int64_t *ret_size,

@@ -324,6 +324,46 @@ int cache_fill(struct cache *c, struct cfile *cf, int64_t off, int64_t len,
 	return rc;
 }
 
+static bool fill_wanted(const struct cfile *cf)
+{
+	return !cf->dirty && !cf->complete && !cf->cached_bytes;
+}
+
+bool cache_fill_wanted(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	bool wanted = fill_wanted(cf);
+	pthread_mutex_unlock(&c->lock);
+	return wanted;
+}
+
+int cache_fill_new(struct cache *c, struct node *n, const struct fattr *a,
+		   cache_fetch_fn fetch, void *arg)
+{
+	pthread_mutex_lock(&c->nt->lock);
+	struct cfile *cf = n->unlinked ? NULL : n->cf;
+	bool fill = !n->unlinked;
+	if (cf) {
+		pthread_mutex_lock(&c->lock);
+		fill = fill_wanted(cf) &&
+		       (!cf->opens || fmeta_base_is(&cf->m, a->size, &a->mtime));
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->nt->lock);
+	if (!fill)
+		return 0;
+	struct cache_prep p;
+	cf = cache_prepare(c, n, a, &p);
+	if (!cf)
+		return -ENOMEM;
+	cache_ref(c, cf);
+	uint64_t version;
+	int rc = cache_fill(c, cf, 0, a->size, fetch, arg, &version);
+	cache_unref(c, cf);
+	/* another version in the archive: the next read fetches it */
+	return rc == CACHE_CHANGED || rc == -ESTALE ? 0 : rc;
+}
+
 bool cache_went_stale(struct cache *c, struct cfile *cf, uint64_t version,
 		      bool *ret_local)
 {

@@ -89,6 +89,11 @@ struct node {
 
 	struct cfile *cf;       /* local content (cache.h), or NULL */
 
+	/* reads of a directory's files, to see a walk (pull.c) */
+	long long cold_at;      /* monotonic ms of the last cold read */
+	unsigned cold_reads;    /* in a row, each soon after the last */
+	long long pulled_at;    /* its files were last pulled (0: never) */
+
 	/* hash chains */
 	struct node *ino_next;
 	struct node *name_next;

@@ -33,6 +33,7 @@
 #include "log.h"
 #include "notify.h"
 #include "ops.h"
+#include "pull.h"
 #include "writeback.h"
 
 struct fh {
@@ -371,6 +372,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (len == 0) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
+	}
+	if (want && off == 0 && cache_fill_wanted(fs->cache, cf) &&
+	    pull_for_read(fs, f->n)) {
+		/* a walk: this file may have come with its neighbours */
+		rc = cache_read_begin(fs->cache, cf, f->version, &f->w, off,
+				      size, &len, &want);
+		if (rc) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
 	}
 	if (want) {
 		struct held h = { 0 };

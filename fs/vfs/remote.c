@@ -242,7 +242,8 @@ int remote_shell(struct osbfs *fs, const char *script, enum shell_kind kind,
 			rc = 0; /* it was paused, and runs again */
 			continue;
 		}
-		if (!shell_retryable(rc) || tries == SHELL_TRIES)
+		if (!shell_retryable(rc) || tries == SHELL_TRIES ||
+		    kind == SHELL_OPTIONAL)
 			break;
 		log_debug("command in the sandbox: %s; trying again",
 			  err.message);
@@ -253,6 +254,11 @@ int remote_shell(struct osbfs *fs, const char *script, enum shell_kind kind,
 		rc = remote_enter(fs);
 	}
 	free(wrapped);
+	if (rc && kind == SHELL_OPTIONAL) {
+		log_debug("command in the sandbox failed: %s",
+			  err.message[0] ? err.message : strerror(-rc));
+		return fs_errno(rc);
+	}
 	if (rc) {
 		watch_failed(fs, rc);
 		if (rc != -EIO || !watch_away(fs))
@@ -783,6 +789,85 @@ static int mkdir_by_command(struct osbfs *fs, const char *path, mode_t mode)
 	free(q);
 	int rc = shell_do(fs, full, SHELL_IDEMPOTENT, "mkdir", path, NULL);
 	free(full);
+	return rc;
+}
+
+/* Writes what it is given to a file, up to a limit. */
+struct file_sink {
+	int fd;
+	int64_t got, max;
+};
+
+static int file_sink_write(void *arg, const void *data, size_t len)
+{
+	struct file_sink *s = arg;
+	if (s->got + (int64_t)len > s->max)
+		return -EFBIG;
+	int rc = osb_write_all(s->fd, data, len);
+	if (!rc)
+		s->got += (int64_t)len;
+	return rc;
+}
+
+int remote_pull(struct osbfs *fs, const char *dir, char *const *names,
+		size_t n, int64_t max_bytes, int out, int64_t *ret_size)
+{
+	char path[64];
+	snprintf(path, sizeof(path), ALIAS_DIR "/pull-%016llx.tar",
+		 random_id());
+	char *script = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&script, &len);
+	if (!m)
+		return -ENOMEM;
+	char *qdir = osb_shell_quote(dir);
+	int rc = qdir ? 0 : -ENOMEM;
+	/* --ignore-failed-read: a file gone since its listing is left out;
+	 * one that changes while read makes tar fail (exit 1) */
+	fprintf(m, "command -v tar >/dev/null || exit 127\n"
+		   "mkdir -p " ALIAS_DIR " && cd -- %s || exit 3\n"
+		   "tar --format=posix --no-recursion --ignore-failed-read "
+		   "-c -f %s --",
+		qdir ? qdir : "/", path);
+	free(qdir);
+	for (size_t i = 0; !rc && i < n; i++) {
+		char *q = osb_shell_quote(names[i]);
+		if (!q)
+			rc = -ENOMEM;
+		else
+			fprintf(m, " %s", q);
+		free(q);
+	}
+	fprintf(m, " 2>&1 >/dev/null || { r=$?; rm -f %s; exit $r; }\n",
+		path);
+	if (fclose(m) != 0)
+		rc = -ENOMEM;
+	char *outs = NULL, *errs = NULL;
+	int code = 0;
+	if (!rc)
+		rc = remote_shell(fs, script, SHELL_OPTIONAL, &outs, &errs,
+				  &code);
+	free(script);
+	if (!rc && code == 127) {
+		rc = -ENOTSUP;
+	} else if (!rc && code) {
+		log_debug("packing %zu files of %s in the sandbox failed (%d): "
+			  "%s; they are read one by one",
+			  n, dir, code,
+			  outs && *outs ? outs : errs && *errs ? errs : "");
+		rc = -EIO;
+	}
+	free(outs);
+	free(errs);
+	if (rc)
+		return rc;
+	struct file_sink fsk = { out, 0, max_bytes };
+	rc = remote_download(fs, path, 0, -1, file_sink_write, &fsk, NULL);
+	int urc = remote_unlink(fs, path, false);
+	if (urc && urc != -ENOENT)
+		log_warn("could not remove %s in the sandbox: %s", path,
+			 strerror(-urc));
+	*ret_size = fsk.got;
 	return rc;
 }
 

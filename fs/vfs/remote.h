@@ -45,6 +45,16 @@ int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
 		struct rdent **ret, size_t *ret_n, bool *ret_cut,
 		int *ret_depth);
+/*
+ * remote_pull() - the regular files @names (relative to directory @dir)
+ * packed into one tar archive by a command in the sandbox, downloaded
+ * into @out (at most @max_bytes; *ret_size how many) and removed there:
+ * a command, a download and a removal for many small files. A file gone
+ * meanwhile is left out. -ENOTSUP: the sandbox has no tar; -EIO: tar
+ * failed (a file changed while it was read); -errno.
+ */
+int remote_pull(struct osbfs *fs, const char *dir, char *const *names,
+		size_t n, int64_t max_bytes, int out, int64_t *ret_size);
 /* Bytes of a file that is only appended to (a job's output): a part of
  * the download may see it grow, not shrink. */
 int remote_download(struct osbfs *fs, const char *path, int64_t off,
@@ -120,6 +130,8 @@ enum shell_kind {
 	SHELL_IDEMPOTENT, /* reads, or an effect that is the same twice */
 	SHELL_ONCE,       /* takes effect at most once, whatever happens:
 			     wrapped with an operation id (remote.c) */
+	SHELL_OPTIONAL,   /* a read that only saves time: tried once, and a
+			     failure says nothing of the server's health */
 };
 /* The text of @script wrapped to run at most once under operation @id,
  * its records in @ops_dir (remote.c says how); @sweep also removes old
