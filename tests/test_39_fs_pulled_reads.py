@@ -146,3 +146,21 @@ def test_a_failed_pull_leaves_the_reads_to_downloads(server, make_mount):
     # tried once, then no more for a while: the reads went one by one
     assert got.get("POST /command") == 1, got
     assert got.get("GET /files/download") == 48, got
+
+
+def test_a_walk_of_one_file_per_directory_is_seen_too(server, make_mount):
+    """A tree of one file per directory (as Java packages often are): two
+    cold reads in sibling directories show the walk."""
+    m = make_mount()
+    sid = m.sandbox_id
+    want = {}
+    for d in range(20):
+        rel = "p%02d/only.txt" % d
+        data = rel.encode() * 10
+        server.write_file(sid, m.spath("j", rel), data)
+        want[rel] = hashlib.sha256(data).hexdigest()
+    server.reset_stats()
+    assert read_tree(m.p("j")) == want
+    got = execd_routes(server, sid)
+    assert got.get("POST /command", 0) == 1, got
+    assert got.get("GET /files/download", 0) <= 3, got

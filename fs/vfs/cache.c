@@ -519,27 +519,32 @@ int cache_resend(struct cache *c, struct cfile *cf, struct cfile *dcf,
 	pthread_mutex_unlock(&c->lock);
 	if (da)
 		cache_moved_over(c, cf, dcf, da);
-	/* the sandbox's copy is about to go: this one must outlive a power
-	 * loss, the bytes and the record that sends them */
-	int fd = cache_fd(c, cf);
-	int rc = fd < 0 ? fd : fdatasync(fd) < 0 ? -errno : 0;
-	if (fd >= 0)
-		close(fd);
 	pthread_mutex_lock(&c->lock);
-	if (!rc)
-		rc = record_write(c, cf, path);
-	/* with the record, in the same sync: the copy to remove later */
+	int rc = record_write(c, cf, path);
+	/* the copy is left for later: its removal waits for the disk
+	 * (cache_sync()), and the save costs no sync here */
 	if (!rc && cache_left_add(c, cache_new_id(), old,
 				  mono_ms() + CACHE_LEFT_DELAY_MS) == 0)
 		*ret_left = true;
+	pthread_mutex_unlock(&c->lock);
+	if (rc || *ret_left)
+		return rc;
+	/* the sandbox's copy goes now: this one must outlive a power loss,
+	 * the bytes and the record that sends them */
+	int fd = cache_fd(c, cf);
+	rc = fd < 0 ? fd : fdatasync(fd) < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	pthread_mutex_lock(&c->lock);
 	if (!rc && fdatasync(c->journal_fd) < 0)
 		rc = -errno;
-	if (rc && *ret_left) {
-		cache_left_forget(c, old); /* the file stays there */
-		*ret_left = false;
-	}
 	pthread_mutex_unlock(&c->lock);
 	return rc;
+}
+
+int cache_sync(struct cache *c)
+{
+	return syncfs(c->files_fd) < 0 ? -errno : 0;
 }
 
 void cache_base_lost(struct cache *c, struct cfile *cf)

@@ -255,12 +255,12 @@ void cache_moved_over(struct cache *c, struct cfile *scf, struct cfile *dcf,
  * name rather than run a command in the sandbox.
  * cache_resend() - such a file moves from @old to @path, over @dcf and
  * @da (what the sandbox has there; both NULL when nothing): it is to go
- * whole to the new name, as one never uploaded (cache_only_local()). Its
- * bytes and record are on disk when this returns 0, so the sandbox's
- * copy at @old may go: *ret_left says it is left for a later batch to
- * remove (cache_left_replace()), else the caller removes it now. If it
- * cannot go, or on an error, the file stays where it was
- * (cache_base_lost()).
+ * whole to the new name, as one never uploaded (cache_only_local()).
+ * *ret_left says the sandbox's copy at @old is left for a later batch
+ * to remove (cache_left_replace()), once the cache dir is on disk;
+ * else its bytes and record are on disk when this returns 0, and the
+ * caller removes the copy now. If it cannot go, or on an error, the
+ * file stays where it was (cache_base_lost()).
  */
 bool cache_sent_here(struct cache *c, struct cfile *cf, int64_t max);
 int cache_resend(struct cache *c, struct cfile *cf, struct cfile *dcf,
@@ -293,6 +293,9 @@ size_t cache_lefts_count(struct cache *c);
  */
 bool cache_left_replace(struct cache *c, const char *path, struct cfile *cf);
 
+/* Everything written to the cache dir is on disk (before a copy left
+ * is removed: the file resent may exist nowhere else). 0 or -errno. */
+int cache_sync(struct cache *c);
 /* The copies to remove now: those at or below @below, or if it is NULL
  * those due by @now. */
 struct left_take {

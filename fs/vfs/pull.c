@@ -143,20 +143,25 @@ static void collect_around(struct osbfs *fs, struct node *d, struct pull *p)
 	}
 }
 
-/* Whether @n's cold read is the second in a row in its directory: then
- * the directory, held (node_ref). */
+/* Whether @n's cold read is the second in a row in its directory, or in
+ * the directory above (a tree of one file per directory): then its
+ * directory, held (node_ref). */
 static struct node *walk_seen(struct node *n)
 {
 	long long now = mono_ms();
 	struct node *d = n->parent;
+	bool walk = false;
 	if (!d)
 		return NULL;
-	if (now - d->cold_at > WALK_MS)
-		d->cold_reads = 0;
-	d->cold_at = now;
-	if (++d->cold_reads < WALK_READS)
-		return NULL;
-	if (d->pulled_at && now - d->pulled_at < PULL_AGAIN_MS)
+	struct node *levels[2] = { d, d->parent };
+	for (int i = 0; i < 2 && levels[i]; i++) {
+		struct node *x = levels[i];
+		if (now - x->cold_at > WALK_MS)
+			x->cold_reads = 0;
+		x->cold_at = now;
+		walk |= ++x->cold_reads >= WALK_READS;
+	}
+	if (!walk || (d->pulled_at && now - d->pulled_at < PULL_AGAIN_MS))
 		return NULL;
 	d->pulled_at = now;
 	node_ref(d);
@@ -246,10 +251,11 @@ bool pull_for_read(struct osbfs *fs, struct node *n)
 		int rc = names && fd >= 0 ? 0 : -ENOMEM;
 		for (size_t i = 0; names && i < p.n; i++)
 			names[i] = p.c[i].rel;
-		/* headers: a block or three per member */
+		/* headers: a few blocks and the name per member */
 		if (!rc)
 			rc = remote_pull(fs, fs->root, names, p.n,
-					 p.bytes + (int64_t)p.n * 2048 + 65536,
+					 p.bytes + p.names +
+						 (int64_t)p.n * 2048 + 65536,
 					 fd, &size);
 		if (rc == -ENOTSUP && !atomic_exchange(&no_tar, true))
 			log_warn("the sandbox has no tar: files are read one "

@@ -825,7 +825,10 @@ int wb_lefts_remove(struct osbfs *fs, const char *below, long long now)
 	struct left_take t;
 	if (!cache_lefts_take(fs->cache, below, now, &t))
 		return 0;
-	int rc = remote_unlink_many(fs, t.path, t.n);
+	/* the files resent from there may exist nowhere else but here */
+	int rc = cache_sync(fs->cache);
+	if (!rc)
+		rc = remote_unlink_many(fs, t.path, t.n);
 	if (rc)
 		log_error("could not remove %zu cop%s left in the sandbox by "
 			  "saves, first %s: %s; retried",
