@@ -47,8 +47,12 @@ def read_tree(root):
     return got
 
 
+# listings and attributes kept while a test looks, however slow the machine
+CACHING = ["attr_timeout=1h", "dir_timeout=1h"]
+
+
 def test_a_walk_reads_the_tree_in_one_archive(server, make_mount):
-    m = make_mount()
+    m = make_mount(options=CACHING)
     sid = m.sandbox_id
     want = make_tree(server, sid, m.spath("t"))
     server.reset_stats()
@@ -71,7 +75,7 @@ def test_a_walk_reads_the_tree_in_one_archive(server, make_mount):
 
 
 def test_a_lone_read_costs_one_download(server, make_mount):
-    m = make_mount()
+    m = make_mount(options=CACHING)
     sid = m.sandbox_id
     make_tree(server, sid, m.spath("t"), ndirs=1)
     assert len(os.listdir(m.p("t", "d0"))) == 12
@@ -82,7 +86,7 @@ def test_a_lone_read_costs_one_download(server, make_mount):
 
 
 def test_files_changed_after_their_listing_are_read_as_they_are_now(server, make_mount):
-    m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h"])
+    m = make_mount(options=CACHING)
     sid = m.sandbox_id
     want = make_tree(server, sid, m.spath("t"))
     # listed (sizes and mtimes known), then changed in the sandbox: one
@@ -120,7 +124,7 @@ def test_local_changes_are_not_overwritten_by_a_walk(server, make_mount):
 
 
 def test_odd_names_come_in_the_archive(server, make_mount):
-    m = make_mount()
+    m = make_mount(options=CACHING)
     sid = m.sandbox_id
     want = make_tree(server, sid, m.spath("t"), ndirs=1)
     server.reset_stats()
@@ -151,7 +155,7 @@ def test_a_failed_pull_leaves_the_reads_to_downloads(server, make_mount):
 def test_a_walk_of_one_file_per_directory_is_seen_too(server, make_mount):
     """A tree of one file per directory (as Java packages often are): two
     cold reads in sibling directories show the walk."""
-    m = make_mount()
+    m = make_mount(options=CACHING)
     sid = m.sandbox_id
     want = {}
     for d in range(20):
