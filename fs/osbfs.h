@@ -12,14 +12,17 @@
  *      table's js->lock (jobs_i.h), then libfuse's session lock
  *      (fuse_req_interrupted): the waits of jobs_wait.c
  *   3. fs->path_lock (below): held for writing by a rename or unlink
- *      across its sandbox request, for reading by an upload batch
+ *      across its sandbox request, for reading by an upload batch; or
+ *      pull.c's pull_lock, held across a pull's requests (the two are
+ *      never held together)
  *   4. cf->fetch_lock (cache_i.h): one download into a file at a time;
  *      taken with neither 5 nor 6 held
  *   5. the node table's lock (node.h)
  *   6. the cache's lock (cache_i.h), with its condition variables
  *   7. leaves, under which nothing else is taken: fs->statfs_lock, the
  *      lifecycle's (life.c), the server watch's (watch.c), the kernel
- *      notifier's queue (notify.c) and the log's (log.c)
+ *      notifier's queue (notify.c), the background puller's (pull.c)
+ *      and the log's (log.c)
  *
  * js->lock and the locks 3 to 6 are never held together. Apart from 1
  * and 3, no lock is held across a request to the sandbox.

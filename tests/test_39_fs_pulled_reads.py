@@ -168,3 +168,31 @@ def test_a_walk_of_one_file_per_directory_is_seen_too(server, make_mount):
     got = execd_routes(server, sid)
     assert got.get("POST /command", 0) == 1, got
     assert got.get("GET /files/download", 0) <= 3, got
+
+
+def test_a_walk_bigger_than_one_archive_goes_on_in_the_background(server, make_mount):
+    """2,400 files: the first archive takes at most 2,000, and a puller
+    goes on with the rest while the walk reads the first ones; the walk
+    waits for a file under way rather than fetching it alone."""
+    m = make_mount(options=CACHING)
+    sid = m.sandbox_id
+    top = m.spath("big")
+    code, _, err = server.run(
+        sid, "mkdir -p %s && cd %s && for d in $(seq -w 0 39); do mkdir d$d; "
+             "for f in $(seq -w 0 59); do echo \"file $d/$f\" > d$d/f$f.txt; done; done"
+             % (top, top), timeout=120)
+    assert code == 0, err
+    code, out, err = server.run(sid, "cd %s && find . -type f -exec sha256sum {} + " % top,
+                                timeout=120)
+    assert code == 0, err
+    want = {}
+    for line in out.splitlines():
+        digest, path = line.split(None, 1)
+        want[os.path.relpath(path, ".")] = digest
+    assert len(want) == 2400
+    server.reset_stats()
+    assert read_tree(m.p("big")) == want
+    got = execd_routes(server, sid)
+    print("walk of 2,400 files:", got)
+    assert got.get("POST /command", 0) == 2, got
+    assert got.get("GET /files/download", 0) <= 6, got

@@ -23,6 +23,7 @@
 #include "life.h"
 #include "log.h"
 #include "notify.h"
+#include "pull.h"
 #include "recover.h"
 #include "ops.h"
 #include "remote.h"
@@ -197,6 +198,7 @@ int main(int argc, char **argv)
 	status = rc == 0 ? 0 : 1;
 
 out_unmount:
+	pull_stop(&fs);
 	/* the threads that talk to the kernel stop before its fd closes */
 	ctl_stop(&fs);
 	life_stop(&fs);

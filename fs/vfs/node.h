@@ -93,6 +93,7 @@ struct node {
 	long long cold_at;      /* monotonic ms of the last cold read */
 	unsigned cold_reads;    /* in a row, each soon after the last */
 	long long pulled_at;    /* its files were last pulled (0: never) */
+	bool pulling;           /* in a pull under way: a read waits */
 
 	/* hash chains */
 	struct node *ino_next;

@@ -6,13 +6,16 @@
  * reads from the cache. One download per file costs a round trip each,
  * which is most of a cold walk's time.
  *
- * A walk shows as a second cold read in the same directory soon after
- * the first; a single file read alone costs nothing more. The files
- * taken are those the mount knows from its listings (their sizes and
- * mtimes), small, with nothing of them cached; an archive member goes
- * into the cache only if its size and mtime to the nanosecond are the
- * listing's, so a file changed since is read afresh as ever. The names
- * in the archive are the sandbox's: only compared, never used as paths.
+ * A walk shows as a second cold read in the same directory (or the one
+ * above) soon after the first; a single file read alone costs nothing
+ * more. The files taken are those the mount knows from its listings
+ * (their sizes and mtimes), small, with nothing of them cached, in the
+ * order the walk reads them; an archive member goes into the cache only
+ * if its size and mtime to the nanosecond are the listing's, so a file
+ * changed since is read afresh as ever. The names in the archive are the
+ * sandbox's: only compared, never used as paths. When one archive cannot
+ * take them all, a background thread goes on with the next while the
+ * walk reads, and a read of a file on its way waits for it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -39,9 +43,32 @@
 
 #define PULL_PAUSE_MS 30000       /* after a pull that brought little */
 
+#define PULL_WAIT_MS 60000        /* a read waits for a pull this long */
+
+/* one pull at a time; the walk's reads try it, the puller waits for it */
 static pthread_mutex_t pull_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool no_tar;
 static atomic_llong pause_until;
+
+/* the background puller (one mount per process) */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t wake;    /* next is set, or stop */
+	pthread_cond_t done;    /* a pull ended: its nodes are not pulling */
+	pthread_t thread;
+	bool started, stop;
+	struct node *next;      /* where to go on (held), or NULL */
+} bg = { .lock = PTHREAD_MUTEX_INITIALIZER,
+	 .wake = PTHREAD_COND_INITIALIZER,
+	 .done = PTHREAD_COND_INITIALIZER };
+
+static bool bg_stopping(void)
+{
+	pthread_mutex_lock(&bg.lock);
+	bool stop = bg.stop;
+	pthread_mutex_unlock(&bg.lock);
+	return stop;
+}
 
 struct cand {
 	struct node *n;
@@ -67,50 +94,78 @@ static bool full(const struct pull *p)
 	       p->names >= PULL_NAMES_MAX;
 }
 
-/* Adds the small files below @d (whose path below the mount's root is
- * @prefix, "" or ending in '/') with nothing cached, but not those below
- * its child @skip: the files of a directory before those of its
- * subdirectories (nodes lock held). */
+static int node_name_cmp(const void *a, const void *b)
+{
+	return strcmp((*(struct node *const *)a)->name,
+		      (*(struct node *const *)b)->name);
+}
+
+/* Takes file @x (at @rel) if it is small and nothing of it is here
+ * (nodes lock held); frees @rel if not. */
+static void take(struct osbfs *fs, struct node *x, char *rel, struct pull *p)
+{
+	bool take = x->attr.size > 0 && x->attr.size <= PULL_FILE_MAX &&
+		    (!x->cf || cache_fill_wanted(fs->cache, x->cf));
+	if (take && p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 64;
+		struct cand *c = realloc(p->c, cap * sizeof(*c));
+		take = c != NULL;
+		if (c) {
+			p->c = c;
+			p->cap = cap;
+		}
+	}
+	if (!take) {
+		free(rel);
+		return;
+	}
+	node_ref(x);
+	p->c[p->n++] = (struct cand){ x, rel, x->attr };
+	p->bytes += x->attr.size;
+	p->names += (int64_t)strlen(rel) + 3;
+}
+
+/*
+ * Adds the small files below @d (whose path below the mount's root is
+ * @prefix, "" or ending in '/') with nothing cached, in the order a walk
+ * reads them: entries by name (as readdir gives them), each directory's
+ * files where it comes. With @skip (a child of @d, done already), from
+ * the entry after it on, then those before it (nodes lock held).
+ */
 static void collect(struct osbfs *fs, struct node *d, const char *prefix,
 		    const struct node *skip, struct pull *p)
 {
-	for (int pass = 0; pass < 2; pass++) {
-		for (struct node *x = d->child_first; x && !full(p);
-		     x = x->sib_next) {
-			if (!x->attr_valid || x->unlinked || x == skip)
-				continue;
-			char *rel = NULL;
-			if (asprintf(&rel, "%s%s", prefix, x->name) < 0)
-				return;
-			if (pass == 1 && x->attr.type == OSB_DIR) {
-				char *sub = NULL;
-				if (asprintf(&sub, "%s/", rel) >= 0)
-					collect(fs, x, sub, NULL, p);
-				free(sub);
-			}
-			bool take = pass == 0 && x->attr.type == OSB_FILE &&
-				    x->attr.size > 0 &&
-				    x->attr.size <= PULL_FILE_MAX &&
-				    (!x->cf || cache_fill_wanted(fs->cache, x->cf));
-			if (take && p->n == p->cap) {
-				size_t cap = p->cap ? p->cap * 2 : 64;
-				struct cand *c = realloc(p->c, cap * sizeof(*c));
-				take = c != NULL;
-				if (c) {
-					p->c = c;
-					p->cap = cap;
-				}
-			}
-			if (!take) {
-				free(rel);
-				continue;
-			}
-			node_ref(x);
-			p->c[p->n++] = (struct cand){ x, rel, x->attr };
-			p->bytes += x->attr.size;
-			p->names += (int64_t)strlen(rel) + 3;
+	size_t n = 0, first = 0;
+	for (struct node *x = d->child_first; x; x = x->sib_next)
+		n++;
+	struct node **kids = calloc(n ? n : 1, sizeof(*kids));
+	if (!kids)
+		return;
+	n = 0;
+	for (struct node *x = d->child_first; x; x = x->sib_next)
+		if (x->attr_valid && !x->unlinked &&
+		    (x->attr.type == OSB_FILE || x->attr.type == OSB_DIR))
+			kids[n++] = x;
+	qsort(kids, n, sizeof(*kids), node_name_cmp);
+	for (size_t i = 0; skip && i < n; i++)
+		if (kids[i] == skip)
+			first = i + 1;
+	for (size_t k = 0; k < n && !full(p); k++) {
+		struct node *x = kids[(first + k) % n];
+		char *rel = NULL;
+		if (x == skip || asprintf(&rel, "%s%s", prefix, x->name) < 0)
+			continue;
+		if (x->attr.type == OSB_FILE) {
+			take(fs, x, rel, p);
+			continue;
 		}
+		char *sub = NULL;
+		if (asprintf(&sub, "%s/", rel) >= 0)
+			collect(fs, x, sub, NULL, p);
+		free(sub);
+		free(rel);
 	}
+	free(kids);
 }
 
 /* @d's path below the mount's root with a '/' after it, "" for the root
@@ -230,18 +285,18 @@ static size_t unpack(struct osbfs *fs, int fd, int64_t size, struct pull *p)
 	return done;
 }
 
-bool pull_for_read(struct osbfs *fs, struct node *n)
+/* One pull of the files around @d (nodes of it marked pulling while it
+ * runs), pull_lock held. Whether more were left than it could take. */
+static bool pull_once(struct osbfs *fs, struct node *d, bool *ret_any)
 {
-	if (atomic_load(&no_tar) || mono_ms() < atomic_load(&pause_until) ||
-	    pthread_mutex_trylock(&pull_lock))
-		return false;
 	struct pull p = { 0 };
 	pthread_mutex_lock(&fs->nodes.lock);
-	struct node *d = walk_seen(n);
-	if (d)
-		collect_around(fs, d, &p);
+	collect_around(fs, d, &p);
+	for (size_t i = 0; p.n >= PULL_MIN && i < p.n; i++)
+		p.c[i].n->pulling = true;
 	pthread_mutex_unlock(&fs->nodes.lock);
 
+	bool more = full(&p);
 	if (p.n >= PULL_MIN) {
 		long long t0 = mono_ms();
 		char **names = calloc(p.n, sizeof(*names));
@@ -260,27 +315,153 @@ bool pull_for_read(struct osbfs *fs, struct node *n)
 		if (rc == -ENOTSUP && !atomic_exchange(&no_tar, true))
 			log_warn("the sandbox has no tar: files are read one "
 				 "by one");
+		long long t1 = mono_ms();
 		size_t done = rc ? 0 : unpack(fs, fd, size, &p);
 		/* most were not as listed (changed since), or it failed:
 		 * reads go one by one for a while */
-		if (done < p.n / 2)
+		if (done < p.n / 2) {
 			atomic_store(&pause_until, mono_ms() + PULL_PAUSE_MS);
+			more = false;
+		}
 		log_debug("pulled %zu of %zu files in one archive (%lld bytes, "
-			  "%lld ms)",
-			  done, p.n, (long long)size, mono_ms() - t0);
+			  "%lld ms, %lld of them here)",
+			  done, p.n, (long long)size, mono_ms() - t0,
+			  mono_ms() - t1);
 		if (fd >= 0)
 			close(fd);
 		free(names);
+	} else {
+		more = false;
 	}
-	pthread_mutex_unlock(&pull_lock);
 	pthread_mutex_lock(&fs->nodes.lock);
 	for (size_t i = 0; i < p.n; i++) {
+		p.c[i].n->pulling = false;
 		node_unref(&fs->nodes, p.c[i].n);
 		free(p.c[i].rel);
 	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	pthread_mutex_lock(&bg.lock);
+	pthread_cond_broadcast(&bg.done);
+	pthread_mutex_unlock(&bg.lock);
+	*ret_any = p.n >= PULL_MIN;
+	free(p.c);
+	return more;
+}
+
+/* The background puller: goes on where a cut pull stopped, one archive
+ * after another, while the walk reads what came before. */
+static void *puller(void *arg)
+{
+	struct osbfs *fs = arg;
+	pthread_mutex_lock(&bg.lock);
+	while (!bg.stop) {
+		struct node *d = bg.next;
+		if (!d) {
+			pthread_cond_wait(&bg.wake, &bg.lock);
+			continue;
+		}
+		bg.next = NULL;
+		pthread_mutex_unlock(&bg.lock);
+		bool more = true, any;
+		while (more && !bg_stopping()) {
+			pthread_mutex_lock(&pull_lock);
+			more = pull_once(fs, d, &any);
+			pthread_mutex_unlock(&pull_lock);
+		}
+		pthread_mutex_lock(&fs->nodes.lock);
+		node_unref(&fs->nodes, d);
+		pthread_mutex_unlock(&fs->nodes.lock);
+		pthread_mutex_lock(&bg.lock);
+	}
+	pthread_mutex_unlock(&bg.lock);
+	return NULL;
+}
+
+/* Hands directory @d (held: the puller takes the reference) on to the
+ * puller, started if it is not yet. */
+static void go_on(struct osbfs *fs, struct node *d)
+{
+	struct node *old = NULL;
+	pthread_mutex_lock(&bg.lock);
+	if (!bg.started && !bg.stop)
+		bg.started = pthread_create(&bg.thread, NULL, puller, fs) == 0;
+	if (bg.started && !bg.stop) {
+		old = bg.next;
+		bg.next = d;
+		d = NULL;
+		pthread_cond_signal(&bg.wake);
+	}
+	pthread_mutex_unlock(&bg.lock);
+	pthread_mutex_lock(&fs->nodes.lock);
+	if (old)
+		node_unref(&fs->nodes, old);
 	if (d)
 		node_unref(&fs->nodes, d);
 	pthread_mutex_unlock(&fs->nodes.lock);
-	free(p.c);
-	return p.n >= PULL_MIN;
+}
+
+/* @n is in a pull under way: waits for it to end (bounded). */
+static bool wait_pulled(struct osbfs *fs, struct node *n)
+{
+	long long until = mono_ms() + PULL_WAIT_MS;
+	bool waited = false;
+	for (;;) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		bool pulling = n->pulling;
+		pthread_mutex_unlock(&fs->nodes.lock);
+		if (!pulling || mono_ms() >= until || bg_stopping())
+			return waited;
+		waited = true;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000L; /* a missed wake costs this */
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&bg.lock);
+		pthread_cond_timedwait(&bg.done, &bg.lock, &ts);
+		pthread_mutex_unlock(&bg.lock);
+	}
+}
+
+bool pull_for_read(struct osbfs *fs, struct node *n)
+{
+	if (wait_pulled(fs, n))
+		return true;
+	if (atomic_load(&no_tar) || mono_ms() < atomic_load(&pause_until) ||
+	    pthread_mutex_trylock(&pull_lock))
+		return false;
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *d = walk_seen(n);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	bool any = false, more = d && pull_once(fs, d, &any);
+	pthread_mutex_unlock(&pull_lock);
+	if (more) {
+		go_on(fs, d); /* takes the reference */
+	} else if (d) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		node_unref(&fs->nodes, d);
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	return any;
+}
+
+void pull_stop(struct osbfs *fs)
+{
+	pthread_mutex_lock(&bg.lock);
+	bg.stop = true;
+	pthread_cond_broadcast(&bg.wake);
+	pthread_cond_broadcast(&bg.done);
+	bool started = bg.started;
+	struct node *d = bg.next;
+	bg.next = NULL;
+	pthread_mutex_unlock(&bg.lock);
+	if (started)
+		pthread_join(bg.thread, NULL);
+	if (d) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		node_unref(&fs->nodes, d);
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
 }

@@ -12,10 +12,14 @@
 struct node;
 
 /* Small file @n (held by the caller), of which nothing is cached, is to
- * be read: if this read and the one before show a walk of its directory,
- * the small files below the directory come in one archive, maybe @n's
- * among them. Whether an archive was asked for. Takes the node lock and
- * the cache's (the caller holds neither). */
+ * be read: if a pull under way has it, waits for that; if this read and
+ * the one before show a walk of its directory, the small files around
+ * it come in one archive, maybe @n's among them, and if there are more,
+ * a background puller goes on with them. Whether it may be here now.
+ * Takes the node lock and the cache's (the caller holds neither). */
 bool pull_for_read(struct osbfs *fs, struct node *n);
+/* Stops the background puller (at unmount, before the nodes and the
+ * cache go). */
+void pull_stop(struct osbfs *fs);
 
 #endif /* OSBFS_PULL_H */
