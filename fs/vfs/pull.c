@@ -40,9 +40,7 @@
 #define WALK_READS 2              /* cold reads in a directory ... */
 #define WALK_MS 2000              /* ... each this soon after the last */
 #define PULL_AGAIN_MS 30000       /* a directory is pulled at most so often */
-
-#define PULL_PAUSE_MS 30000       /* after a pull that brought little */
-
+#define PULL_PAUSE_MS 30000       /* no pulls after one that brought little */
 #define PULL_WAIT_MS 60000        /* a read waits for a pull this long */
 
 /* one pull at a time; the walk's reads try it, the puller waits for it */
@@ -72,7 +70,7 @@ static bool bg_stopping(void)
 
 struct cand {
 	struct node *n;
-	char *rel;              /* its path below the directory */
+	char *rel;              /* its path below the mount's root */
 	struct fattr a;         /* as listed */
 };
 
