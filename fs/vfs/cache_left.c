@@ -20,6 +20,7 @@
 #include "journal.h"
 #include "log.h"
 #include "node.h"
+#include "remote.h"
 
 #define LEFT_BACKOFF_MAX_MS 60000
 
@@ -34,10 +35,7 @@ static struct left *find(struct cache *c, const char *path)
 /* Whether @path is @dir or below it. */
 static bool at_or_below(const char *path, const char *dir)
 {
-	size_t n = strlen(dir);
-	if (strcmp(dir, "/") == 0)
-		return true;
-	return strncmp(path, dir, n) == 0 && (!path[n] || path[n] == '/');
+	return strcmp(path, dir) == 0 || path_below(dir, path) != NULL;
 }
 
 /* Removes entry @l from the list and its record (c->lock held). */

@@ -227,12 +227,6 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
-/*
- * fsync of a directory: its entries are in the sandbox when it returns.
- * Names change there at once, except directories made here, which go
- * with the write-back: the directory's own and its subdirectories' are
- * sent now.
- */
 /* Before a directory or symlink is made at @path, a directory there is
  * removed or fsynced: copies left at or below it by saves go (a cheap
  * check first). */
@@ -246,6 +240,12 @@ static int lefts_clear(struct osbfs *fs, const char *path)
 	return rc;
 }
 
+/*
+ * fsync of a directory: its entries are in the sandbox when it returns.
+ * Names change there at once, except directories made here, which go
+ * with the write-back: the directory's own and its subdirectories' are
+ * sent now.
+ */
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
