@@ -175,3 +175,34 @@ def test_a_listing_older_than_an_upload_does_not_undo_it(server, make_mount):
     with open(m.p("d", "new")) as f:
         assert f.read() == "made here"
     assert sorted(os.listdir(m.p("d"))) == ["new", "old"]
+
+
+def test_a_listing_again_is_the_sandboxs_latest_even_with_old_handles_open(server, make_mount):
+    """The kernel keeps a directory's entries between opens only while
+    they are what a new open would give: a handle opened before a change
+    in the sandbox, read after it, does not leave its older entries for
+    the next listing."""
+    m = make_mount(options=["attr_timeout=1s", "dir_timeout=1s"])
+    sid = m.sandbox_id
+    make_tree(server, sid, m.spath(), ["d"], 3)
+    assert sorted(os.listdir(m.p("d"))) == ["f0", "f1", "f2"]
+    # listed again at once: the same entries (kept by the kernel)
+    assert sorted(os.listdir(m.p("d"))) == ["f0", "f1", "f2"]
+    old = os.open(m.p("d"), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        server.write_file(sid, m.spath("d", "new"), b"x")
+        time.sleep(1.5)
+        new = os.open(m.p("d"), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            # the old handle reads what it was opened with
+            assert sorted(os.listdir(old)) == ["f0", "f1", "f2"]
+        finally:
+            os.close(new)
+    finally:
+        os.close(old)
+    assert sorted(os.listdir(m.p("d"))) == ["f0", "f1", "f2", "new"]
+    os.unlink(m.p("d", "f1"))
+    assert sorted(os.listdir(m.p("d"))) == ["f0", "f2", "new"]
+    server.run(sid, "rm %s" % m.spath("d", "new"))
+    time.sleep(1.5)
+    assert sorted(os.listdir(m.p("d"))) == ["f0", "f2"]

@@ -89,6 +89,11 @@ struct node {
 
 	struct cfile *cf;       /* local content (cache.h), or NULL */
 
+	/* the kernel's cache of this directory's entries (ops_dir.c) */
+	uint64_t rd_sig;        /* what it was last reset to hold */
+	unsigned rd_open;       /* handles open that may fill it */
+	bool rd_mixed;          /* one of them may hold other entries */
+
 	/* reads of a directory's files, to see a walk (pull.c) */
 	long long cold_at;      /* monotonic ms of the last cold read */
 	unsigned cold_reads;    /* in a row, each soon after the last */

@@ -33,6 +33,7 @@ struct dent {
 struct dirh {
 	struct dent *e;
 	size_t n;
+	struct node *dir;       /* counted in its rd_open */
 };
 
 static int dent_cmp(const void *a, const void *b)
@@ -50,6 +51,10 @@ static void dirh_free(struct osbfs *fs, struct dirh *dh)
 		if (dh->e[i].node)
 			node_unref(&fs->nodes, dh->e[i].node);
 		free(dh->e[i].name);
+	}
+	if (dh->dir) {
+		dh->dir->rd_open--;
+		node_unref(&fs->nodes, dh->dir);
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
 	free(dh->e);
@@ -77,6 +82,48 @@ static int dirh_add(struct dirh *dh, size_t *cap, const char *name,
 		node_ref(node);
 	dh->n++;
 	return 0;
+}
+
+/* FNV-1a over what the kernel's cache keeps of an entry. */
+static uint64_t dirh_sig(const struct dirh *dh)
+{
+	uint64_t h = 14695981039346656037ULL;
+	for (size_t i = 0; i < dh->n; i++) {
+		const struct dent *d = &dh->e[i];
+		uint64_t f[2] = { d->ino, d->type };
+		const unsigned char *p = (const unsigned char *)d->name;
+		size_t len = strlen(d->name) + 1;
+		for (size_t k = 0; k < len; k++)
+			h = (h ^ p[k]) * 1099511628211ULL;
+		p = (const unsigned char *)f;
+		for (size_t k = 0; k < sizeof(f); k++)
+			h = (h ^ p[k]) * 1099511628211ULL;
+	}
+	return h ? h : 1;
+}
+
+/*
+ * The kernel may keep a directory's entries between opens
+ * (cache_readdir), so a walk that comes again reads them without asking
+ * us. It keeps them (keep_cache) only when they are what this open
+ * would give: the same entries as at the last reset, and no handle open
+ * since then that may have filled the cache from older entries. Changes
+ * made through the mount reset the kernel's cache by themselves.
+ * Called with the node table locked.
+ */
+static void dirh_cache(struct dirh *dh, struct node *d,
+		       struct fuse_file_info *fi)
+{
+	uint64_t sig = dirh_sig(dh);
+	fi->cache_readdir = 1;
+	fi->keep_cache = d->rd_sig == sig && !d->rd_mixed;
+	if (!fi->keep_cache) {
+		d->rd_sig = sig;
+		d->rd_mixed = d->rd_open > 0;
+	}
+	d->rd_open++;
+	dh->dir = d;
+	node_ref(d);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino,
@@ -126,9 +173,13 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		}
 		pthread_mutex_unlock(&fs->nodes.lock);
 		/* the control dir is not listed, only found by name (ctl.h) */
-		if (!rc)
+		if (!rc) {
 			qsort(dh->e + first, dh->n - first, sizeof(*dh->e),
 			      dent_cmp);
+			pthread_mutex_lock(&fs->nodes.lock);
+			dirh_cache(dh, d, fi);
+			pthread_mutex_unlock(&fs->nodes.lock);
+		}
 	}
 	held_put(fs, &h);
 	if (rc) {
@@ -137,7 +188,6 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)dh;
-	fi->cache_readdir = 0;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		dirh_free(fs, dh);
 }
