@@ -236,6 +236,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)f;
 	fi->keep_cache = p.keep && !writer;
 	fi->direct_io = p.direct;
+	fi->noflush = 1; /* op_flush has nothing to do for a file */
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		cache_close(fs->cache, cf, writer);
 		struct held back = { f->n, NULL };
@@ -330,6 +331,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	f->w.window = CACHE_WINDOW_MIN;
 	free(h.path);
 	fi->fh = (uint64_t)(uintptr_t)f;
+	fi->noflush = 1;
 
 	struct fuse_entry_param e;
 	pthread_mutex_lock(&fs->nodes.lock);
