@@ -1,11 +1,15 @@
 """Big files through a mount: a 1 GiB file written and read back with
 checksums on both sides, ranged reads of a big sandbox file without
-fetching all of it, and the daemon's memory staying bounded."""
+fetching all of it, a sequential reader's next window fetched before it
+asks, and the daemon's memory staying bounded."""
 
+import errno
 import hashlib
 import os
 import subprocess
 import time
+
+from osbtest import route_count, wait_until
 
 GIB = 1 << 30
 CHUNK = 1 << 20
@@ -88,6 +92,41 @@ def test_ranged_reads_fetch_only_what_is_read(server, make_mount):
     stats = server.stats()["sandboxes"][sid]
     # a few windows, not 256 MiB
     assert stats.get("GET /files/download", 0) <= 4
+
+
+def test_a_sequential_reader_has_its_next_window_before_it_asks(server, make_mount):
+    m = make_mount(options=["attr_timeout=30s"])
+    sid = m.sandbox_id
+    code, _, err = server.run(sid, "head -c 67108864 /dev/urandom > %s" % m.spath("s.bin"), timeout=120)
+    assert code == 0, err
+    want = server.read_file(sid, m.spath("s.bin"))
+    server.reset_stats()
+    got, failed = [], None
+    with open(m.p("s.bin"), "rb", buffering=0) as f:
+        for _ in range(8):
+            got.append(f.read(128 << 10))
+        # the first read fetched the window it was in (2 MiB); reading on
+        # in it, the reader had the next one asked for
+        wait_until(lambda: route_count(server, sid, "GET /files/download") >= 2, 20,
+                   "the next window to be asked for")
+        # from now on nothing comes: what it reads is what came ahead
+        code, _, err = server.run(sid, "rm %s" % m.spath("s.bin"))
+        assert code == 0, err
+        try:
+            while True:
+                b = f.read(128 << 10)
+                if not b:
+                    break
+                got.append(b)
+        except OSError as e:
+            failed = e
+    data = b"".join(got)
+    assert failed is not None and failed.errno == errno.ESTALE, failed
+    assert data == want[:len(data)]
+    # the first window, and the next one, twice its size
+    assert len(data) >= 6 << 20, len(data)
+    # and no more than a window or two ahead of the reader
+    assert len(data) < 32 << 20, len(data)
 
 
 def test_sparse_write_far_into_a_file(server, make_mount):

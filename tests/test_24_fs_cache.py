@@ -176,10 +176,12 @@ def read_on(f, upto=None, chunk=128 << 10):
 
 @contextlib.contextmanager
 def replaced_while_open(server, m, new):
-    """Opens a 4 MiB file of b"A" through the mount, reads its first MiB,
-    replaces it in the sandbox with @new: yields the open file."""
+    """Opens a 16 MiB file of b"A" through the mount, reads its first MiB,
+    replaces it in the sandbox with @new: yields the open file. (What a
+    sequential read fetches ahead by then is a few MiB: the rest is
+    fetched after the change.)"""
     sid = m.sandbox_id
-    server.write_file(sid, m.spath("big"), b"A" * (4 * MIB))
+    server.write_file(sid, m.spath("big"), b"A" * (16 * MIB))
     with open(m.p("big"), "rb", buffering=0) as f:
         assert f.read(MIB) == b"A" * MIB
         server.write_file(sid, m.spath("big"), new)
@@ -196,7 +198,7 @@ def replaced_while_read(server, m, new):
 def test_same_size_replacement_while_read_fails_estale(server, make_mount):
     # a same-size change shows only in the mtime: asked at each fetch here
     m = make_mount(options=["attr_timeout=0"])
-    got, err = replaced_while_read(server, m, b"B" * (4 * MIB))
+    got, err = replaced_while_read(server, m, b"B" * (16 * MIB))
     assert set(got) <= {ord("A")}, "read %s" % sorted(set(got))
     assert err is not None, "read on gave all %d bytes" % len(got)
     assert err.errno == errno.ESTALE
@@ -210,7 +212,7 @@ def test_other_size_replacement_while_read_fails_without_a_stat(server, make_mou
         server.reset_stats()
         # past what is cached, within the size the kernel knows (which
         # would have it ask for the attributes)
-        f.seek(3 * MIB)
+        f.seek(12 * MIB)
         with pytest.raises(OSError) as excinfo:
             f.read(4096)
         assert count(server, m.sandbox_id, "GET /files/info") == 0

@@ -214,6 +214,17 @@ struct cache_window {
 int cache_read_begin(struct cache *c, struct cfile *cf, uint64_t version,
 		     struct cache_window *w, int64_t off, size_t size,
 		     int64_t *ret_len, int64_t *ret_want);
+/*
+ * cache_ahead_claim() - after a read that ended at @from by a handle of
+ * @version whose reads are sequential (its window grew): whether the
+ * next window has a gap no fetch is filling. If so, grows the window and
+ * claims the gap for the caller, who fetches [*ret_off, *ret_off +
+ * *ret_len) and then calls cache_ahead_done().
+ */
+bool cache_ahead_claim(struct cache *c, struct cfile *cf, uint64_t version,
+		       struct cache_window *w, int64_t from,
+		       int64_t *ret_off, int64_t *ret_len);
+void cache_ahead_done(struct cache *c, struct cfile *cf);
 /* Reads @len bytes at @off for a handle of @version: the count, or
  * -errno (-ESTALE if the content moved on meanwhile). */
 ssize_t cache_pread(struct cache *c, struct cfile *cf, uint64_t version,

@@ -443,6 +443,35 @@ int cache_read_begin(struct cache *c, struct cfile *cf, uint64_t version,
 	return 0;
 }
 
+bool cache_ahead_claim(struct cache *c, struct cfile *cf, uint64_t version,
+		       struct cache_window *w, int64_t from,
+		       int64_t *ret_off, int64_t *ret_len)
+{
+	int64_t gs, ge;
+	pthread_mutex_lock(&c->lock);
+	bool go = version == cf->version && !cf->ahead && !cf->complete &&
+		  !cf->dirty && w->window > CACHE_WINDOW_MIN &&
+		  first_gap(cf, from, w->window, &gs, &ge);
+	if (go) {
+		/* the reader that never waits grows its window all the same */
+		w->window = w->window * 2 > CACHE_WINDOW_MAX ?
+				    CACHE_WINDOW_MAX :
+				    w->window * 2;
+		cf->ahead = true;
+		*ret_off = gs;
+		*ret_len = w->window;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return go;
+}
+
+void cache_ahead_done(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->ahead = false;
+	pthread_mutex_unlock(&c->lock);
+}
+
 ssize_t cache_pread(struct cache *c, struct cfile *cf, uint64_t version,
 		    void *buf, size_t len, int64_t off)
 {

@@ -61,6 +61,7 @@ struct cfile {
 	struct node *node;      /* back pointer; guarded by the node lock */
 	unsigned refs;          /* node + handles + writeback */
 	pthread_mutex_t fetch_lock;
+	bool ahead;             /* a read-ahead is fetching (cache_ahead_claim) */
 
 	int fd;                 /* open while opens > 0, else -1 */
 	unsigned opens;         /* open handles */

@@ -352,6 +352,70 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 }
 
+/*
+ * Read-ahead: when a sequential reader's next window is not all here,
+ * the thread that has just answered it fetches that window, so the
+ * download runs while the reader reads what is here (libfuse gives the
+ * next request to another thread). A read that needs those bytes
+ * meanwhile waits for them (cache_fill), as it waits for any fetch of
+ * its range. The bytes are checked against the file's attributes, as a
+ * reader's own fetch is, but before they are added: a reader may take
+ * them at once. A change seen here is left for the reader's own fetch to
+ * find and tell, so the reader fails (ESTALE) rather than seeing the new
+ * version's size.
+ */
+struct ahead {
+	struct osbfs *fs;
+	struct held h;
+	struct cfile *cf;
+	uint64_t version;
+	int64_t off, len;
+};
+
+static int fetch_ahead(void *arg, int64_t off, int64_t len, int64_t size,
+		       osb_sink_fn sink, void *sink_arg)
+{
+	struct ahead *a = arg;
+	int rc = remote_fetch(a->fs, a->h.path, off, len, size, sink,
+			      sink_arg);
+	struct fattr at;
+	if (!rc)
+		rc = node_attr(a->fs, &a->h, &at);
+	if (!rc && (at.type != OSB_FILE ||
+		    !cache_is_version(a->fs->cache, a->cf, a->version,
+				      at.size, &at.mtime)))
+		rc = -ESTALE;
+	return rc;
+}
+
+static void ahead_claim(struct osbfs *fs, fuse_ino_t ino, struct fh *f,
+			int64_t from, struct ahead *a)
+{
+	if (!cache_ahead_claim(fs->cache, f->cf, f->version, &f->w, from,
+			       &a->off, &a->len))
+		return;
+	if (held_get(fs, ino, &a->h)) {
+		cache_ahead_done(fs->cache, f->cf);
+		return;
+	}
+	a->fs = fs;
+	a->cf = f->cf;
+	a->version = f->version;
+	cache_ref(fs->cache, a->cf);
+}
+
+static void ahead_fetch(struct osbfs *fs, struct ahead *a)
+{
+	if (!a->cf)
+		return;
+	uint64_t version;
+	(void)cache_fill(fs->cache, a->cf, a->off, a->len, fetch_ahead, a,
+			 &version);
+	cache_ahead_done(fs->cache, a->cf);
+	cache_unref(fs->cache, a->cf);
+	held_put(fs, &a->h);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -411,11 +475,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	ssize_t n = cache_pread(fs->cache, cf, f->version, buf, (size_t)len,
 				off);
+	/* claimed before the reply: the handle may go once it is sent */
+	struct ahead a = { 0 };
+	if (n > 0)
+		ahead_claim(fs, ino, f, off + n, &a);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
 	free(buf);
+	ahead_fetch(fs, &a);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
