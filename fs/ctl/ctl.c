@@ -67,6 +67,8 @@ int ctl_init(struct osbfs *fs)
 	int rc = jobs_new(fs, &c->jobs);
 	if (!rc)
 		rc = ctl_readme_make(c, &c->readme);
+	if (!rc)
+		rc = scratch_init(c);
 	if (rc) {
 		jobs_free(c->jobs);
 		text_release(&c->readme);
@@ -96,6 +98,7 @@ void ctl_release_all(struct osbfs *fs)
 	jobs_monitor_stop(c->jobs);
 	jobs_free(c->jobs);
 	text_release(&c->readme);
+	scratch_free(c);
 	free(c);
 	fs->ctl = NULL;
 }
@@ -128,6 +131,12 @@ int ctl_node_get(struct ctl *c, fuse_ino_t ino, struct ctl_node *ret)
 	uint64_t serial = v >> CTL_JOB_SHIFT;
 	uint64_t k = v & ((1u << CTL_JOB_SHIFT) - 1);
 	ret->job = NULL;
+	ret->serial = 0;
+	if (v & SCRATCH_INO_BIT) {
+		ret->kind = K_SCRATCH;
+		ret->serial = v - SCRATCH_INO_BIT;
+		return scratch_exists(c, ret->serial) ? 0 : -ENOENT;
+	}
 	if (!serial) {
 		if (k >= K_JOB_FIRST)
 			return -ENOENT;
@@ -176,6 +185,7 @@ static const mode_t modes[] = {
 	[K_JEXIT] = S_IFREG | 0444,  [K_JSTDOUT] = S_IFREG | 0444,
 	[K_JSTDERR] = S_IFREG | 0444, [K_JWAIT] = S_IFREG | 0444,
 	[K_JCTL] = S_IFREG | 0200,   [K_JINFO] = S_IFREG | 0444,
+	[K_SCRATCH] = S_IFREG | 0600,
 };
 
 mode_t ctl_node_mode(struct ctl *c, const struct ctl_node *n)
@@ -247,7 +257,8 @@ void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st)
 	char *log;
 
 	memset(st, 0, sizeof(*st));
-	st->st_ino = ctl_ino(n->kind, n->job);
+	st->st_ino = n->kind == K_SCRATCH ? scratch_ino(n->serial) :
+					    ctl_ino(n->kind, n->job);
 	st->st_mode = ctl_node_mode(c, n);
 	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
 	st->st_uid = c->fs->uid;
@@ -273,6 +284,9 @@ void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st)
 		if (ctl_latest_id(c, id, sizeof(id)))
 			st->st_size = (off_t)strlen(id);
 		break;
+	case K_SCRATCH:
+		scratch_stat(c, n->serial, st);
+		break;
 	default:
 		if (n->job)
 			job_stat(c, n, st);
@@ -292,7 +306,11 @@ void ctl_entry_fill(struct ctl *c, const struct ctl_node *n,
 	ctl_node_stat(c, n, &e->attr);
 	e->ino = e->attr.st_ino;
 	e->attr_timeout = is_live_kind(n->kind) ? LIVE_TIMEOUT : FIXED_TIMEOUT;
-	e->entry_timeout = n->kind == K_LATEST ? 0.0 : FIXED_TIMEOUT;
+	/* a scratch file's name is asked again at once: renamed over a
+	 * control file, the kernel's entry would name the gone file */
+	e->entry_timeout = n->kind == K_LATEST || n->kind == K_SCRATCH ?
+				   0.0 :
+				   FIXED_TIMEOUT;
 }
 
 void ctl_reply_entry(fuse_req_t req, struct ctl *c, const struct ctl_node *n)
@@ -304,7 +322,7 @@ void ctl_reply_entry(fuse_req_t req, struct ctl *c, const struct ctl_node *n)
 
 void ctl_lookup_root(fuse_req_t req)
 {
-	struct ctl_node n = { K_ROOT, NULL };
+	struct ctl_node n = { K_ROOT, NULL, 0 };
 	ctl_reply_entry(req, ctl_of(req), &n);
 }
 
@@ -333,10 +351,10 @@ static struct job *job_named(struct ctl *c, const char *name)
 	return j;
 }
 
-void ctl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+int ctl_resolve(struct ctl *c, fuse_ino_t parent, const char *name,
+		struct ctl_node *ret)
 {
-	struct ctl *c = ctl_of(req);
-	struct ctl_node p, n = { K_ROOT, NULL };
+	struct ctl_node p, n = { K_ROOT, NULL, 0 };
 	char id[JOB_ID_MAX];
 	int rc = ctl_node_get(c, parent, &p);
 
@@ -347,8 +365,10 @@ void ctl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			break;
 		case K_JOB:
 			rc = find_named(ctl_job_files, ctl_njob, name, &n.kind);
-			n.job = p.job;
-			p.job = NULL; /* the reference moves to n */
+			if (!rc) {
+				n.job = p.job;
+				p.job = NULL; /* the reference moves to n */
+			}
 			break;
 		case K_JOBS:
 			if (strcmp(name, "latest") == 0) {
@@ -364,12 +384,30 @@ void ctl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		default:
 			rc = -ENOTDIR;
 		}
+		if (rc == -ENOENT && (p.kind == K_ROOT || p.kind == K_JOB) &&
+		    !scratch_find(c, parent, name, &n.serial)) {
+			n.kind = K_SCRATCH;
+			rc = 0;
+		}
 		ctl_node_put(c, &p);
 	}
 	if (rc)
-		fuse_reply_err(req, -rc);
+		ctl_node_put(c, &n);
 	else
-		ctl_reply_entry(req, c, &n);
+		*ret = n;
+	return rc;
+}
+
+void ctl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ctl *c = ctl_of(req);
+	struct ctl_node n;
+	int rc = ctl_resolve(c, parent, name, &n);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	ctl_reply_entry(req, c, &n);
 	ctl_node_put(c, &n);
 }
 
@@ -425,19 +463,30 @@ void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct ctl *c = ctl_of(req);
 	struct ctl_node n;
 	struct stat st;
-	(void)attr;
 
 	if (ctl_node_get(c, ino, &n)) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
 	int err = 0;
-	if (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME |
-		       FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
-		       FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME))
+	if (n.kind == K_SCRATCH) {
+		/* a writer may give its temporary file the mode and owner
+		 * of the file it replaces: kept as the control file's */
+		uid_t uid = c->fs->uid;
+		gid_t gid = c->fs->gid;
+		if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != uid) ||
+		    ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != gid))
+			err = EPERM;
+		else if (to_set & FUSE_SET_ATTR_SIZE)
+			err = -scratch_truncate(c, n.serial,
+						(uint64_t)attr->st_size);
+	} else if (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME |
+			      FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+			      FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) {
 		err = EPERM;
-	else if (!(ctl_node_mode(c, &n) & 0200))
+	} else if (!(ctl_node_mode(c, &n) & 0200)) {
 		err = EACCES;
+	}
 	/* a truncation (O_TRUNC) of a file that keeps nothing: done */
 	if (err) {
 		fuse_reply_err(req, err);

@@ -40,6 +40,10 @@ void ctl_releasedir(fuse_req_t req, fuse_ino_t ino,
 void ctl_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	       mode_t mode);
 void ctl_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ctl_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+/* Both parents in the control tree (one outside it: EXDEV, the caller's). */
+void ctl_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		fuse_ino_t newparent, const char *newname, unsigned int flags);
 void ctl_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		mode_t mode, struct fuse_file_info *fi);
 void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

@@ -195,7 +195,7 @@ void ctl_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!rc)
 		rc = jobs_make_named(c->jobs, name, &j);
 	if (!rc) {
-		struct ctl_node n = { K_JOB, j };
+		struct ctl_node n = { K_JOB, j, 0 };
 		ctl_reply_entry(req, c, &n);
 		job_put(c->jobs, j);
 	} else {
@@ -214,14 +214,96 @@ void ctl_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = p.kind == K_JOB ? -ENOTDIR : -EPERM;
 	if (!rc && strcmp(name, "latest") == 0)
 		rc = -ENOTDIR;
+	fuse_ino_t dir = 0;
 	if (!rc) {
 		jobs_ensure_loaded(c->jobs);
+		struct job *j = jobs_find(c->jobs, name);
+		if (j)
+			dir = ctl_ino(K_JOB, j);
+		job_put(c->jobs, j);
 		rc = jobs_remove(c->jobs, name);
 		if (rc == -EBUSY)
 			log_error("rmdir jobs/%s: the job is running (write "
 				  "kill to its ctl first)",
 				  name);
 	}
+	if (!rc && dir)
+		scratch_drop_dir(c, dir);
 	fuse_reply_err(req, -rc);
 	ctl_node_put(c, &p);
+}
+
+/* ---- a writer's temporary files: unlink, and rename over a file ---- */
+
+void ctl_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ctl *c = ctl_of(req);
+	struct ctl_node n;
+	int rc = ctl_resolve(c, parent, name, &n);
+	if (!rc) {
+		/* the tree's own names stay (rmdir forgets a job) */
+		rc = n.kind == K_SCRATCH ? scratch_unlink(c, parent, name) :
+					   -EPERM;
+		ctl_node_put(c, &n);
+	}
+	fuse_reply_err(req, -rc);
+}
+
+/* Renames the scratch file @name of @parent to @newname of @newparent:
+ * over a control file, it is written to that file. */
+static int rename_scratch(struct ctl *c, fuse_ino_t parent, const char *name,
+			  fuse_ino_t newparent, const char *newname,
+			  unsigned int flags)
+{
+	struct ctl_node dst, np;
+	int rc = ctl_resolve(c, newparent, newname, &dst);
+	if (rc == -ENOENT || (!rc && dst.kind == K_SCRATCH)) {
+		if (!rc)
+			ctl_node_put(c, &dst);
+		/* to another temporary name: in a dir that takes them */
+		rc = ctl_node_get(c, newparent, &np);
+		if (!rc && np.kind != K_ROOT && np.kind != K_JOB)
+			rc = -EACCES;
+		if (!rc)
+			ctl_node_put(c, &np);
+		return rc ? rc :
+			    scratch_rename(c, parent, name, newparent, newname,
+					   flags & RENAME_NOREPLACE);
+	}
+	if (rc)
+		return rc;
+	mode_t m = ctl_node_mode(c, &dst);
+	if (flags & RENAME_NOREPLACE)
+		rc = -EEXIST;
+	else if (S_ISDIR(m))
+		rc = -EISDIR;
+	else if (!(m & 0200))
+		rc = -EACCES;
+	struct text data = { 0 };
+	if (!rc)
+		rc = scratch_take(c, parent, name, &data);
+	if (!rc)
+		rc = ctl_apply(c, &dst, data.s ? data.s : "", data.len);
+	text_release(&data);
+	ctl_node_put(c, &dst);
+	return rc;
+}
+
+void ctl_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	struct ctl *c = ctl_of(req);
+	struct ctl_node src;
+	int rc = flags & RENAME_EXCHANGE ? -EINVAL : 0;
+	if (!rc)
+		rc = ctl_resolve(c, parent, name, &src);
+	if (!rc) {
+		/* only a writer's temporary file moves */
+		bool scratch = src.kind == K_SCRATCH;
+		ctl_node_put(c, &src);
+		rc = scratch ? rename_scratch(c, parent, name, newparent,
+					      newname, flags) :
+			       -EPERM;
+	}
+	fuse_reply_err(req, -rc);
 }

@@ -12,6 +12,10 @@
  * failed start, or at the first read of the same open file (which then
  * returns the new job's id, whatever the file offset: after the write it
  * is past the command). Closing without writing starts nothing.
+ *
+ * A writer's temporary file (ctl_scratch.c) is made by create in .osb/
+ * or a job's directory and read and written like a file; renamed over a
+ * control file, it is written to it by ctl_apply().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -67,8 +71,12 @@ void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct ctl_fh *fh = err ? NULL : calloc(1, sizeof(*fh));
 	if (!err && !fh)
 		err = ENOMEM;
+	if (!err && n.kind == K_SCRATCH && (fi->flags & O_TRUNC) &&
+	    acc != O_RDONLY)
+		err = -scratch_truncate(c, n.serial, 0);
 	if (err) {
 		ctl_node_put(c, &n);
+		free(fh);
 		fuse_reply_err(req, err);
 		return;
 	}
@@ -85,12 +93,44 @@ void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void ctl_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		mode_t mode, struct fuse_file_info *fi)
 {
-	(void)parent;
-	(void)name;
+	struct ctl *c = ctl_of(req);
+	struct ctl_node p;
+	struct ctl_node n = { K_SCRATCH, NULL, 0 };
 	(void)mode;
-	(void)fi;
-	/* nothing new can be made here (mkdir jobs/NAME makes jobs) */
-	fuse_reply_err(req, EACCES);
+
+	/* a writer's temporary file, in .osb/ or a job's directory; nothing
+	 * else can be made here (mkdir jobs/NAME makes jobs) */
+	int rc = ctl_node_get(c, parent, &p);
+	if (!rc) {
+		if (p.kind != K_ROOT && p.kind != K_JOB)
+			rc = -EACCES;
+		ctl_node_put(c, &p);
+	}
+	if (!rc)
+		rc = scratch_create(c, parent, name, &n.serial);
+	if (rc == -ENOSPC)
+		log_error(".osb: %d temporary files are waiting to be renamed "
+			  "over a control file already; remove some",
+			  SCRATCH_MAX);
+	struct ctl_fh *fh = rc ? NULL : calloc(1, sizeof(*fh));
+	if (!rc && !fh) {
+		scratch_unlink(c, parent, name);
+		rc = -ENOMEM;
+	}
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	pthread_mutex_init(&fh->lock, NULL);
+	fh->node = n;
+	fh->writer = true;
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	struct fuse_entry_param e;
+	ctl_entry_fill(c, &n, &e);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT)
+		fh_free(c, fh);
 }
 
 /* ---- starting a job from run or cmd ---- */
@@ -175,6 +215,8 @@ static int make_out(struct ctl *c, struct ctl_fh *fh)
 		return job_exit_code_text(js, j, t);
 	case K_JINFO:
 		return job_info_json(js, j, t);
+	case K_SCRATCH:
+		return scratch_read(c, fh->node.serial, t);
 	default:
 		return -EACCES;
 	}
@@ -270,14 +312,11 @@ static int collect_command(struct ctl_fh *fh, const char *buf, size_t size,
 	return rc;
 }
 
-void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
-	       off_t off, struct fuse_file_info *fi)
+/* A write to @fh: 0 or -errno. */
+static int fh_write(struct ctl *c, struct ctl_fh *fh, const char *buf,
+		    size_t size, off_t off)
 {
-	struct ctl *c = ctl_of(req);
-	struct ctl_fh *fh = fh_of(fi);
 	int rc;
-	(void)ino;
-
 	switch (fh->node.kind) {
 	case K_CTL:
 		rc = ctl_exec(c, buf, size);
@@ -305,22 +344,32 @@ void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		rc = collect_command(fh, buf, size, off);
 		pthread_mutex_unlock(&fh->lock);
 		break;
+	case K_SCRATCH:
+		rc = off < 0 ? -EINVAL :
+			       scratch_write(c, fh->node.serial, buf, size,
+					     (uint64_t)off);
+		break;
 	default:
 		rc = -EACCES;
 	}
+	return rc;
+}
+
+void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+	       off_t off, struct fuse_file_info *fi)
+{
+	(void)ino;
+	int rc = fh_write(ctl_of(req), fh_of(fi), buf, size, off);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_write(req, size);
 }
 
-void ctl_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* A close (flush) of @fh: what close() returns. */
+static int fh_flush(struct ctl *c, struct ctl_fh *fh)
 {
-	struct ctl *c = ctl_of(req);
-	struct ctl_fh *fh = fh_of(fi);
 	int rc = 0;
-	(void)ino;
-
 	pthread_mutex_lock(&fh->lock);
 	if (fh->node.kind == K_RUN || fh->node.kind == K_JCMD) {
 		if (fh->writer)
@@ -330,7 +379,32 @@ void ctl_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		text_release(&fh->in);
 	}
 	pthread_mutex_unlock(&fh->lock);
-	fuse_reply_err(req, -rc);
+	return rc;
+}
+
+void ctl_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	fuse_reply_err(req, -fh_flush(ctl_of(req), fh_of(fi)));
+}
+
+int ctl_apply(struct ctl *c, const struct ctl_node *target, const char *buf,
+	      size_t len)
+{
+	struct ctl_fh fh = { .node = *target, .writer = true };
+	int rc = -open_check(c, target, false, true);
+	if (rc)
+		return rc;
+	pthread_mutex_init(&fh.lock, NULL);
+	if (len)
+		rc = fh_write(c, &fh, buf, len, 0);
+	int frc = fh_flush(c, &fh);
+	if (!rc)
+		rc = frc;
+	text_release(&fh.out);
+	text_release(&fh.in);
+	pthread_mutex_destroy(&fh.lock);
+	return rc;
 }
 
 void ctl_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

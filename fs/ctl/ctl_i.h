@@ -43,8 +43,13 @@ enum ctl_kind {
 	K_JWAIT,
 	K_JCTL,
 	K_JINFO,
+	/* a writer's temporary file (ctl_scratch.c) */
+	K_SCRATCH,
 };
 #define K_JOB_FIRST K_JOB
+/* Scratch files' inodes: CTL_INO_BASE + SCRATCH_INO_BIT + serial. */
+#define SCRATCH_INO_BIT (1ull << 46)
+#define SCRATCH_MAX 64
 
 /* fs->ctl. Set up by ctl_init() and read-only afterwards, but for the
  * atomics; the jobs have their own lock (jobs_i.h). */
@@ -59,6 +64,7 @@ struct ctl {
 	atomic_llong egress_size;    /* the last egress text's length */
 	atomic_bool no_sidecar;      /* the sandbox was found to have no
 					egress sidecar (it never gets one) */
+	struct scratch_table *scratch;
 };
 
 /* A decoded inode: its kind, and its job (with a reference) for job
@@ -66,6 +72,7 @@ struct ctl {
 struct ctl_node {
 	enum ctl_kind kind;
 	struct job *job;
+	uint64_t serial;             /* of a scratch file */
 };
 /* -ENOENT for an inode that names nothing (any more). */
 int ctl_node_get(struct ctl *c, fuse_ino_t ino, struct ctl_node *ret);
@@ -112,8 +119,49 @@ static inline struct ctl *ctl_of(fuse_req_t req)
 void ctl_entry_fill(struct ctl *c, const struct ctl_node *n,
 		    struct fuse_entry_param *e);
 void ctl_reply_entry(fuse_req_t req, struct ctl *c, const struct ctl_node *n);
+/* What @name in the control dir @parent is (a reference in *ret, for
+ * ctl_node_put): -ENOENT, -ENOTDIR. */
+int ctl_resolve(struct ctl *c, fuse_ino_t parent, const char *name,
+		struct ctl_node *ret);
 /* The newest job's id into @buf; false when there is none. */
 bool ctl_latest_id(struct ctl *c, char *buf, size_t size);
+
+/* ---- ctl_scratch.c: a writer's temporary files ---- */
+
+int scratch_init(struct ctl *c);
+void scratch_free(struct ctl *c);
+fuse_ino_t scratch_ino(uint64_t serial);
+bool scratch_exists(struct ctl *c, uint64_t serial);
+/* The scratch file @name in the control dir @parent: 0 or -ENOENT. */
+int scratch_find(struct ctl *c, fuse_ino_t parent, const char *name,
+		 uint64_t *ret_serial);
+/* -EEXIST, -ENOSPC (SCRATCH_MAX of them), -ENAMETOOLONG, -ENOMEM. */
+int scratch_create(struct ctl *c, fuse_ino_t parent, const char *name,
+		   uint64_t *ret_serial);
+/* pwrite-like; -EFBIG past TEXT_MAX, -ENOENT when it is gone. */
+int scratch_write(struct ctl *c, uint64_t serial, const void *buf,
+		  size_t size, uint64_t off);
+int scratch_truncate(struct ctl *c, uint64_t serial, uint64_t size);
+/* A copy of its bytes into @out. */
+int scratch_read(struct ctl *c, uint64_t serial, struct text *out);
+/* Its size and times into @st (the rest is the caller's). */
+void scratch_stat(struct ctl *c, uint64_t serial, struct stat *st);
+int scratch_unlink(struct ctl *c, fuse_ino_t parent, const char *name);
+/* Removes it and hands its bytes to the caller (*ret, to release). */
+int scratch_take(struct ctl *c, fuse_ino_t parent, const char *name,
+		 struct text *ret);
+/* To another scratch name (one there goes, unless @noreplace: -EEXIST). */
+int scratch_rename(struct ctl *c, fuse_ino_t parent, const char *name,
+		   fuse_ino_t newparent, const char *newname, bool noreplace);
+/* Every scratch file in @parent goes (its job was removed). */
+void scratch_drop_dir(struct ctl *c, fuse_ino_t parent);
+
+/* ---- ctl_file.c ---- */
+
+/* Writes @len bytes to the control file @target as one open for
+ * writing, write at offset 0 and close would: the close's result. */
+int ctl_apply(struct ctl *c, const struct ctl_node *target, const char *buf,
+	      size_t len);
 
 /* ---- ctl_root.c: the files at the top ---- */
 

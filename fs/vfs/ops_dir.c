@@ -512,7 +512,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	atomic_store(&fs->last_activity, mono_ms());
 	if (ctl_is_ino(parent)) {
-		fuse_reply_err(req, EPERM);
+		ctl_unlink(req, parent, name);
 		return;
 	}
 	int rc = held_child(fs, parent, name, &h);
@@ -637,10 +637,13 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	bool dst_exists = false;
 
 	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(parent) && ctl_is_ino(newparent)) {
+		ctl_rename(req, parent, name, newparent, newname, flags);
+		return;
+	}
 	if (ctl_is_ino(parent) || ctl_is_ino(newparent)) {
-		fuse_reply_err(req, ctl_is_ino(parent) && ctl_is_ino(newparent) ?
-					    EPERM :
-					    EXDEV);
+		/* mv falls back to a copy: a control file is written so */
+		fuse_reply_err(req, EXDEV);
 		return;
 	}
 	if (flags & RENAME_EXCHANGE) {
