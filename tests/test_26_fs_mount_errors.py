@@ -6,7 +6,7 @@ import subprocess
 import time
 
 from mounthelp import OSBFS, Mount, is_mounted
-from osbtest import free_port
+from osbtest import free_port, wait_until
 
 
 def failed_mount(server, tmp_path, sandbox_id=None, options=(), api_key=None, env=None):
@@ -106,3 +106,64 @@ def test_existing_read_only_directory_mounts(server, tmp_path):
             assert m.stop() == 0
     finally:
         server.delete_sandbox(sid)
+
+
+def run_osbfs(server, mountpoint, options=(), timeout=60):
+    env = dict(os.environ, OPEN_SANDBOX_DOMAIN="127.0.0.1:%d" % server.port,
+               OPEN_SANDBOX_API_KEY=server.api_key)
+    argv = [str(OSBFS), "-f"]
+    for o in options:
+        argv += ["-o", o]
+    return subprocess.run(argv + [str(mountpoint)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout, env=env)
+
+
+def sandboxes_made(server):
+    return server.stats()["total"].get("POST /v1/sandboxes", 0)
+
+
+def test_local_conditions_are_checked_before_a_sandbox_is_made(server, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    (tmp_path / "mnt").mkdir()
+    for mountpoint, options, words in (
+            (tmp_path / "missing", [], ["does not exist", "No such file", "mkdir"]),
+            (afile, [], ["not a directory"]),
+            (tmp_path / "mnt", ["cache_dir=%s/sub" % afile], ["cache dir", "Not a directory"])):
+        server.reset_stats()
+        r = run_osbfs(server, mountpoint, ["cache_dir=%s" % (tmp_path / "cache")] + options)
+        assert r.returncode != 0, r.stderr
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        assert len(lines) == 1, lines
+        assert any(w in lines[0] for w in words), lines
+        assert str(mountpoint) in lines[0] or "cache dir" in lines[0]
+        assert sandboxes_made(server) == 0, server.stats()["total"]
+
+
+def test_a_mount_that_fails_after_making_its_sandbox_deletes_it(server, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    server.reset_stats()
+    # the sandbox is made slowly; meanwhile the mountpoint goes, so the
+    # mount itself fails after the local checks passed
+    server.set_faults(next=1, kinds=["delay"], delay_ms=2500, scope="lifecycle",
+                      method="POST", path="/v1/sandboxes$")
+    env = dict(os.environ, OPEN_SANDBOX_DOMAIN="127.0.0.1:%d" % server.port,
+               OPEN_SANDBOX_API_KEY=server.api_key)
+    p = subprocess.Popen([str(OSBFS), "-f", "-o", "cache_dir=%s" % (tmp_path / "cache"), str(mnt)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_until(lambda: sandboxes_made(server) >= 1, 20, "the sandbox to be asked for")
+        mnt.rmdir()
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        server.clear_faults()
+    assert p.returncode != 0, err
+    assert "deleted sandbox" in err, err
+    sid = err.split("deleted sandbox ")[1].split(",")[0]
+    st, _, _ = server.request("GET", "/v1/sandboxes/" + sid)
+    assert st == 404
+    assert server.stats()["total"].get("DELETE /v1/sandboxes/{sandboxId}", 0) == 1

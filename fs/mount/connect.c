@@ -212,22 +212,6 @@ static int find_by_name(struct osbfs *fs, const char *name, char **ret_id,
 	return 0;
 }
 
-static int check_label(const char *v, char *msg, size_t msg_size)
-{
-	size_t n = strlen(v);
-	bool ok = n >= 1 && n <= 63 && isalnum((unsigned char)v[0]) &&
-		  isalnum((unsigned char)v[n - 1]);
-	for (size_t i = 0; ok && i < n; i++)
-		ok = isalnum((unsigned char)v[i]) || strchr("-_.", v[i]);
-	if (!ok)
-		snprintf(msg, msg_size,
-			 "name \"%s\" is not a valid label value (1-63 "
-			 "letters, digits, '-', '_', '.'; alphanumeric at "
-			 "both ends)",
-			 v);
-	return ok ? 0 : -EINVAL;
-}
-
 /*
  * -o name=NAME: reconnect to the sandbox with that label, or make one.
  * Two mounts racing both create; each then lists again and keeps the
@@ -241,10 +225,8 @@ static int by_name(struct osbfs *fs, char **ret_id, bool *ret_created,
 	size_t count;
 	char *id = NULL;
 
-	int rc = check_label(fs->opt->name, msg, msg_size);
-	if (!rc)
-		rc = find_by_name(fs, fs->opt->name, &id, &count, msg,
-				  msg_size);
+	/* the name is a valid label value (options.c) */
+	int rc = find_by_name(fs, fs->opt->name, &id, &count, msg, msg_size);
 	if (rc || id) {
 		*ret_id = id;
 		*ret_created = false;
@@ -288,7 +270,7 @@ static int by_name(struct osbfs *fs, char **ret_id, bool *ret_created,
 }
 
 int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
-		    char *msg, size_t msg_size)
+		    bool *ret_created, char *msg, size_t msg_size)
 {
 	struct osbfs_options *o = fs->opt;
 	struct osb_sandbox_info info;
@@ -400,6 +382,7 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 		return rc;
 	}
 	*ret_info = info;
+	*ret_created = created && !o->name;
 	free(id);
 	return 0;
 }

@@ -15,9 +15,11 @@ int connect_client(struct osbfs_options *o, struct osb_client **ret,
  * connect_sandbox() - the sandbox to mount: by id, by name label, or a
  * new one; waits until it runs and its execd answers, and makes the
  * mounted directory if missing. Sets fs->sb. *ret_info holds its last
- * known state. 0, or a negative errno with a one-line reason in @msg.
+ * known state; *ret_created whether this call made the sandbox (not by
+ * name=: another mount may have found it since). 0, or a negative errno
+ * with a one-line reason in @msg; a sandbox it made is deleted then.
  */
 int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
-		    char *msg, size_t msg_size);
+		    bool *ret_created, char *msg, size_t msg_size);
 
 #endif /* OSBFS_CONNECT_H */

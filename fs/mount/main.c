@@ -23,6 +23,7 @@
 #include "life.h"
 #include "log.h"
 #include "notify.h"
+#include "preflight.h"
 #include "pull.h"
 #include "recover.h"
 #include "ops.h"
@@ -32,6 +33,22 @@
 #include "writeback.h"
 
 #define MOUNTED_RETRIES 8
+
+/* A mount that fails after making its sandbox leaves nothing behind. */
+static void undo_create(struct osbfs *fs, bool created)
+{
+	struct osb_error err;
+	if (!created || !fs->sandbox_id)
+		return;
+	if (osb_sandbox_delete(fs->client, fs->sandbox_id, &err) == 0)
+		fprintf(stderr, "osbfs: deleted sandbox %s, which this mount "
+				"had made\n",
+			fs->sandbox_id);
+	else
+		fprintf(stderr, "osbfs: sandbox %s, which this mount made, "
+				"is left running: %s\n",
+			fs->sandbox_id, err.message);
+}
 
 static void raise_nofile(void)
 {
@@ -66,6 +83,7 @@ int main(int argc, char **argv)
 	struct pending pending = { 0 };
 	char msg[2048];
 	int rc, status = 1;
+	bool created = false;
 
 	memset(&fs, 0, sizeof(fs));
 	/* two malloc arenas, not one per thread: each of FUSE's threads
@@ -120,9 +138,12 @@ int main(int argc, char **argv)
 				"message above)\n");
 		goto out;
 	}
-	rc = connect_client(&opt, &fs.client, msg, sizeof(msg));
+	/* nothing is asked of the server before this machine is ready */
+	rc = preflight_check(&opt, msg, sizeof(msg));
 	if (!rc)
-		rc = connect_sandbox(&fs, &info, msg, sizeof(msg));
+		rc = connect_client(&opt, &fs.client, msg, sizeof(msg));
+	if (!rc)
+		rc = connect_sandbox(&fs, &info, &created, msg, sizeof(msg));
 	if (rc) {
 		fprintf(stderr, "osbfs: %s\n", msg);
 		goto out;
@@ -140,6 +161,7 @@ int main(int argc, char **argv)
 				sizeof(msg));
 	if (rc) {
 		fprintf(stderr, "osbfs: %s\n", msg[0] ? msg : strerror(-rc));
+		undo_create(&fs, created);
 		goto out;
 	}
 	fs.nodes.on_free = cache_detach;
@@ -153,6 +175,7 @@ int main(int argc, char **argv)
 		rc = ctl_init(&fs);
 	if (rc) {
 		fprintf(stderr, "osbfs: %s\n", strerror(-rc));
+		undo_create(&fs, created);
 		goto out;
 	}
 	recover_journal(&fs);
@@ -160,6 +183,7 @@ int main(int argc, char **argv)
 	if (fuse_set_signal_handlers(fs.se) != 0 ||
 	    fuse_session_mount(fs.se, opt.mountpoint) != 0) {
 		fprintf(stderr, "osbfs: cannot mount at %s\n", opt.mountpoint);
+		undo_create(&fs, created);
 		goto out;
 	}
 	log_info("mounted sandbox %s:%s at %s", fs.sandbox_id, opt.dir,

@@ -9,6 +9,7 @@
  * local user could read every file of the mount and run commands in the
  * sandbox through .osb/run.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -326,6 +327,17 @@ static int set_defaults(struct osbfs_options *o)
 	return 0;
 }
 
+/* A label value of the lifecycle API: what name= must be. */
+static bool label_ok(const char *v)
+{
+	size_t n = strlen(v);
+	bool ok = n >= 1 && n <= 63 && isalnum((unsigned char)v[0]) &&
+		  isalnum((unsigned char)v[n - 1]);
+	for (size_t i = 0; ok && i < n; i++)
+		ok = isalnum((unsigned char)v[i]) || strchr("-_.", v[i]);
+	return ok;
+}
+
 static char *default_cache_dir(void)
 {
 	const char *xdg = getenv("XDG_CACHE_HOME");
@@ -426,6 +438,14 @@ int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
 	if (o->sandbox_id && o->name) {
 		snprintf(msg, msg_size,
 			 "give a sandbox id or -o name=..., not both");
+		return -EINVAL;
+	}
+	if (o->name && !label_ok(o->name)) {
+		snprintf(msg, msg_size,
+			 "name \"%s\" is not a valid label value (1-63 "
+			 "letters, digits, '-', '_', '.'; alphanumeric at "
+			 "both ends)",
+			 o->name);
 		return -EINVAL;
 	}
 	if (!o->cache_dir) {

@@ -44,6 +44,18 @@ static int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
+int cache_dir_check(const char *cache_dir, char *msg, size_t msg_size)
+{
+	int rc = mkdir_p(cache_dir, 0700);
+	if (!rc && access(cache_dir, W_OK | X_OK) < 0)
+		rc = -errno;
+	if (rc)
+		snprintf(msg, msg_size, "cache dir %s: %s (cache_dir= names "
+			 "another)",
+			 cache_dir, strerror(-rc));
+	return rc;
+}
+
 void cache_id_name(uint64_t id, char out[17])
 {
 	snprintf(out, 17, "%016llx", (unsigned long long)id);

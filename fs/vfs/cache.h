@@ -38,6 +38,9 @@ struct node;
 struct node_table;
 struct pending;
 
+/* Whether @cache_dir can be the cache dir (made if missing, writable):
+ * 0, or a negative errno with the reason in @msg. */
+int cache_dir_check(const char *cache_dir, char *msg, size_t msg_size);
 /* Makes CACHE_DIR/<id>/{files,journal} for the nodes of @nt. Takes the
  * dir's lock with @h first (holder_take(): it may wait for a daemon
  * finishing its uploads; -EBUSY if another mount uses the dir); the
