@@ -103,10 +103,33 @@ def test_keepalive_outlives_several_ttls(make_server, make_mount):
     m.stop()
 
 
+def test_keepalive_is_the_default_and_needs_no_use(make_server, make_mount):
+    srv = make_server(extra_args=["--min-timeout", "1"])
+    m = make_mount(srv=srv, sandbox_id=None, create=False, options=["timeout=3"])
+    sid = m.sandbox_id
+    srv.reset_stats()
+    inf = info(m)
+    assert inf["keepalive"] is True
+    assert 0 <= inf["expires_in_s"] <= 4
+    # nothing touches the mount for four TTLs
+    time.sleep(12)
+    assert state(srv, sid) == "Running"
+    renews = srv.stats()["total"].get("POST /v1/sandboxes/{sandboxId}/renew-expiration", 0)
+    assert 3 <= renews <= 12, renews
+    assert info(m)["state"] == "Running"
+    assert m.stop() == 0
+
+
 def test_without_keepalive_the_ttl_ends_it(make_server, make_mount):
     srv = make_server(extra_args=["--min-timeout", "1"])
-    m = make_mount(srv=srv, create=False, options=["timeout=2", "request_timeout=3s"])
+    m = make_mount(srv=srv, create=False,
+                   options=["timeout=2", "request_timeout=3s", "keepalive=no"])
     sid = m.sandbox_id
+    # info and the log say it is about to go
+    inf = info(m)
+    assert inf["keepalive"] is False
+    assert "expires in" in inf["expiry_warning"] and "renew" in inf["expiry_warning"]
+    wait_until(lambda: "expires in" in m.log(), 10, "the log's warning", step=0.1)
     wait_until(lambda: state(srv, sid) is None, 15, "the sandbox to expire", step=0.1)
     # the mount stays up and says what happened
     with pytest.raises(OSError) as ei:

@@ -36,6 +36,34 @@ static int json_unix_time(struct text *t, time_t when)
 	return text_json_time(t, ts);
 }
 
+/* ,"expires_in_s":N,"keepalive":B,"expiry_warning":"..."|null */
+static int expiry_json(struct ctl *c, const struct life_info *li,
+		       struct text *out)
+{
+	bool keep = c->fs->opt->keepalive;
+	long long left = li->expires_at ? (long long)(li->expires_at -
+						      time(NULL)) :
+					  -1;
+	int rc = li->expires_at ?
+			 text_printf(out, ",\"expires_in_s\":%lld",
+				     left > 0 ? left : 0) :
+			 text_adds(out, ",\"expires_in_s\":null");
+	rc = rc ? rc :
+		  text_printf(out, ",\"keepalive\":%s", keep ? "true" : "false");
+	rc = rc ? rc : text_adds(out, ",\"expiry_warning\":");
+	if (rc)
+		return rc;
+	if (!li->expires_at || left >= LIFE_EXPIRY_WARN_S ||
+	    strcmp(li->state, "Deleted") == 0)
+		return text_adds(out, "null");
+	char w[200];
+	snprintf(w, sizeof(w),
+		 "the sandbox expires in %lld s, and everything in it with "
+		 "it: write renew to ctl%s",
+		 left > 0 ? left : 0, keep ? "" : ", or mount with keepalive");
+	return text_json_str(out, w);
+}
+
 int ctl_info_json(struct ctl *c, struct text *out)
 {
 	struct osbfs *fs = c->fs;
@@ -63,6 +91,7 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	rc = rc ? rc : json_unix_time(out, c->created_at);
 	rc = rc ? rc : text_adds(out, ",\"expires_at\":");
 	rc = rc ? rc : json_unix_time(out, li.expires_at);
+	rc = rc ? rc : expiry_json(c, &li, out);
 	rc = rc ? rc : text_adds(out, ",\"endpoint\":");
 	rc = rc ? rc : text_json_str(out, osb_sandbox_execd_url(fs->sb));
 	/* away: requests fail at once, the cache is served (watch.h) */

@@ -1,8 +1,9 @@
 /*
  * life.c - the sandbox's lifecycle as the mount sees it (see life.h):
  * the resume gate, pause/resume/renew/kill for `.osb/ctl`, and a thread
- * that renews the TTL while the mount is in use (keepalive) and pauses
- * the sandbox when nothing has touched it for idle_pause.
+ * that renews the TTL while mounted (keepalive, on by default), warns in
+ * the log when the sandbox is about to expire, and pauses the sandbox
+ * when nothing has touched it for idle_pause.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -24,7 +25,8 @@ struct lifecycle {
 	char state[32];
 	time_t expires_at;
 	time_t last_renew;
-	long long last_renew_activity;
+	long long last_renew_try;  /* wall ms of keepalive's last renewal */
+	time_t warned_for;         /* the expiry the log warned of */
 	bool busy;            /* a pause/resume is under way */
 	bool stop;
 	bool started;
@@ -276,30 +278,51 @@ static long long wall_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Renews once half the TTL is gone, if the mount was used since the
- * last renewal: not on every request, never too late. */
+/* Renews once half the TTL is gone, used or not (a paused sandbox
+ * too): a mounted sandbox never expires under its user. At most once a
+ * second after a failure. */
 static void keepalive_tick(struct osbfs *fs)
 {
 	struct lifecycle *l = fs->life;
-	long ttl = fs->opt->timeout_s;
-	long long act = atomic_load(&fs->last_activity);
+	long ttl = fs->opt->timeout_s > 0 ? fs->opt->timeout_s : 600;
+	long long now = wall_ms();
 
 	pthread_mutex_lock(&l->lock);
-	long long left = (long long)l->expires_at * 1000 - wall_ms();
-	bool due = is_state(l, "Running") && l->expires_at && ttl > 0 &&
-		   left < ttl * 500LL && act > l->last_renew_activity;
+	long long left = (long long)l->expires_at * 1000 - now;
+	bool due = (is_state(l, "Running") || is_state(l, "Paused")) &&
+		   l->expires_at && left < ttl * 500LL &&
+		   now - l->last_renew_try >= 1000;
+	if (due)
+		l->last_renew_try = now;
 	pthread_mutex_unlock(&l->lock);
 	if (!due)
 		return;
 	char msg[1200];
-	if (life_renew(fs, ttl, msg, sizeof(msg)) == 0) {
-		pthread_mutex_lock(&l->lock);
-		l->last_renew_activity = act;
-		pthread_mutex_unlock(&l->lock);
+	if (life_renew(fs, ttl, msg, sizeof(msg)) == 0)
 		log_debug("renewed sandbox %s for %ld s", fs->sandbox_id, ttl);
-	} else {
+	else
 		log_error("keepalive: %s", msg);
-	}
+}
+
+/* Says so in the log once when the sandbox will expire within
+ * LIFE_EXPIRY_WARN_S: keepalive is off, or its renewals fail. */
+static void expiry_tick(struct osbfs *fs)
+{
+	struct lifecycle *l = fs->life;
+	pthread_mutex_lock(&l->lock);
+	time_t at = l->expires_at;
+	long long left = (long long)at * 1000 - wall_ms();
+	bool warn = at && at != l->warned_for && left >= 0 &&
+		    left < LIFE_EXPIRY_WARN_S * 1000LL &&
+		    !is_state(l, "Deleted");
+	if (warn)
+		l->warned_for = at;
+	pthread_mutex_unlock(&l->lock);
+	if (warn)
+		log_warn("sandbox %s expires in %lld s, and everything in it "
+			 "with it: write 'renew' to %s/ctl, or mount with "
+			 "keepalive",
+			 fs->sandbox_id, left / 1000, fs->opt->control_dir);
 }
 
 static void idle_tick(struct osbfs *fs)
@@ -337,6 +360,7 @@ static void *life_thread(void *arg)
 		pthread_mutex_unlock(&l->lock);
 		if (fs->opt->keepalive)
 			keepalive_tick(fs);
+		expiry_tick(fs);
 		if (fs->opt->idle_pause_ms > 0)
 			idle_tick(fs);
 		pthread_mutex_lock(&l->lock);
@@ -348,8 +372,6 @@ static void *life_thread(void *arg)
 int life_start(struct osbfs *fs)
 {
 	struct lifecycle *l = fs->life;
-	if (!fs->opt->keepalive && fs->opt->idle_pause_ms <= 0)
-		return 0;
 	int rc = pthread_create(&l->thread, NULL, life_thread, fs);
 	if (rc)
 		return -rc;

@@ -35,6 +35,9 @@ int life_resume(struct osbfs *fs, char *msg, size_t msg_size);
 int life_renew(struct osbfs *fs, long seconds, char *msg, size_t msg_size);
 int life_kill(struct osbfs *fs, char *msg, size_t msg_size);
 
+/* info and the log warn when the sandbox expires sooner than this */
+#define LIFE_EXPIRY_WARN_S 120
+
 struct life_info {
 	char state[32];      /* Running, Paused, Resuming, Deleted... */
 	time_t expires_at;   /* 0 = never */

@@ -58,7 +58,7 @@ static const struct opt_def table[] = {
 	{ "cpu", OPT_STR, O(cpu), NULL, "CPU limit of a new sandbox (e.g. 500m)" },
 	{ "memory", OPT_STR, O(memory), NULL, "memory limit of a new sandbox (e.g. 512Mi)" },
 	/* lifecycle */
-	{ "keepalive", OPT_BOOL, O(keepalive), NULL, "renew the TTL while the mount is in use" },
+	{ "keepalive", OPT_BOOL, O(keepalive), "1", "renew the TTL while mounted, used or not (keepalive=no: let it expire)" },
 	{ "idle_pause", OPT_MS, O(idle_pause_ms), "0", "pause the sandbox after this long idle (0 = never)" },
 	{ "destroy_on_unmount", OPT_BOOL, O(destroy_on_unmount), NULL, "delete the sandbox at unmount" },
 	{ "start_timeout", OPT_MS, O(start_timeout_ms), "2m", "how long a sandbox may stay Pending (or resuming) before the mount gives up" },
