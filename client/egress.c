@@ -1,6 +1,7 @@
 /*
  * egress.c - the egress sidecar's /policy: read, merge rules, remove
- * rules. Reached through the endpoint of port 18080 with the
+ * rules, replace the whole policy (POST, which the sidecar's code serves
+ * though its spec leaves it out), set the default action. Reached through the endpoint of port 18080 with the
  * OPENSANDBOX-EGRESS-AUTH header the endpoint call returns. Its errors are
  * text/plain.
  */
@@ -102,6 +103,49 @@ int osb_egress_delete(struct osb_sandbox *sb, const char *const *targets,
 		return -ENOMEM;
 	int rc = policy_call(sb, "DELETE", body, HTTP_RETRY_IDEMPOTENT, &rs,
 			     err);
+	free(body);
+	http_response_release(&rs);
+	return rc;
+}
+
+int osb_egress_set(struct osb_sandbox *sb, const char *policy_json,
+		   struct osb_error *err)
+{
+	char why[200];
+	char *body = json_policy(policy_json, NULL, why, sizeof(why));
+	if (!body) {
+		osb_error_set(err, 0, "", "%s", why[0] ? why : "no memory");
+		return why[0] ? -EINVAL : -ENOMEM;
+	}
+	struct http_response rs = { 0 };
+	/* the same policy again is the same policy */
+	int rc = policy_call(sb, "POST", body, HTTP_RETRY_IDEMPOTENT, &rs,
+			     err);
+	free(body);
+	http_response_release(&rs);
+	return rc;
+}
+
+int osb_egress_default(struct osb_sandbox *sb, const char *action,
+		       struct osb_error *err)
+{
+	if (!action || (strcmp(action, "allow") != 0 &&
+			strcmp(action, "deny") != 0)) {
+		osb_error_set(err, 0, "", "the default action is allow or deny");
+		return -EINVAL;
+	}
+	char *got = NULL, why[200];
+	int rc = osb_egress_get(sb, &got, err);
+	char *body = rc ? NULL : json_policy(got, action, why, sizeof(why));
+	free(got);
+	if (rc)
+		return rc;
+	if (!body) {
+		osb_error_set(err, 0, "", "the sidecar's policy: %s", why);
+		return -EPROTO;
+	}
+	struct http_response rs = { 0 };
+	rc = policy_call(sb, "POST", body, HTTP_RETRY_IDEMPOTENT, &rs, err);
 	free(body);
 	http_response_release(&rs);
 	return rc;

@@ -656,6 +656,69 @@ char *json_rule(const char *action, const char *target)
 	return print(root);
 }
 
+static bool is_action(const cJSON *v)
+{
+	return cJSON_IsString(v) && (strcmp(v->valuestring, "allow") == 0 ||
+				     strcmp(v->valuestring, "deny") == 0);
+}
+
+char *json_policy(const char *s, const char *default_action, char *why,
+		  size_t why_size)
+{
+	cJSON *root = s ? cJSON_ParseWithOpts(s, NULL, 1) : NULL;
+	cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "policy");
+	if (!cJSON_IsObject(p))
+		p = root;
+	cJSON *def = cJSON_GetObjectItemCaseSensitive(p, "defaultAction");
+	cJSON *rules = cJSON_GetObjectItemCaseSensitive(p, "egress");
+	cJSON *out = NULL;
+	snprintf(why, why_size, "%s", "");
+	if (!cJSON_IsObject(p))
+		snprintf(why, why_size, "a policy is a JSON object");
+	else if (!default_action && !is_action(def))
+		snprintf(why, why_size,
+			 "the policy's defaultAction must be allow or deny");
+	else if (rules && !cJSON_IsNull(rules) && !cJSON_IsArray(rules))
+		snprintf(why, why_size,
+			 "the policy's egress must be an array of rules");
+	cJSON *r;
+	cJSON *list = cJSON_IsArray(rules) ? rules : NULL;
+	cJSON *check = why[0] ? NULL : list;
+	cJSON_ArrayForEach(r, check)
+	{
+		cJSON *a = cJSON_GetObjectItemCaseSensitive(r, "action");
+		cJSON *t = cJSON_GetObjectItemCaseSensitive(r, "target");
+		if (!is_action(a) || !cJSON_IsString(t) || !t->valuestring[0]) {
+			snprintf(why, why_size,
+				 "each egress rule is {\"action\": \"allow\" "
+				 "or \"deny\", \"target\": HOST}");
+			break;
+		}
+	}
+	if (!why[0]) {
+		out = cJSON_CreateObject();
+		cJSON_AddStringToObject(out, "defaultAction",
+					default_action ? default_action :
+							 def->valuestring);
+		cJSON *arr = cJSON_AddArrayToObject(out, "egress");
+		cJSON_ArrayForEach(r, list)
+		{
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(
+				o, "action",
+				cJSON_GetObjectItemCaseSensitive(r, "action")
+					->valuestring);
+			cJSON_AddStringToObject(
+				o, "target",
+				cJSON_GetObjectItemCaseSensitive(r, "target")
+					->valuestring);
+			cJSON_AddItemToArray(arr, o);
+		}
+	}
+	cJSON_Delete(root);
+	return print(out);
+}
+
 int json_check_array(const char *s)
 {
 	cJSON *root = s ? cJSON_ParseWithOpts(s, NULL, 1) : NULL;

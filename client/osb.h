@@ -701,6 +701,16 @@ int osb_egress_rule(struct osb_sandbox *sb, const char *action,
 /* Removes the rules for @targets. */
 int osb_egress_delete(struct osb_sandbox *sb, const char *const *targets,
 		      size_t n, struct osb_error *err);
+/* Replaces the whole policy with @policy_json: {"defaultAction":
+ * "allow"|"deny","egress":[rules]}, or osb_egress_get()'s answer (which
+ * holds one under "policy"), so what was read can be written back.
+ * -EINVAL for anything else. */
+int osb_egress_set(struct osb_sandbox *sb, const char *policy_json,
+		   struct osb_error *err);
+/* Sets the action for hosts no rule names, keeping the rules (a read and
+ * a replace: a change made between the two by another client is lost). */
+int osb_egress_default(struct osb_sandbox *sb, const char *action,
+		       struct osb_error *err);
 
 /* ------------------------------------------------------------------ */
 /* Helpers */

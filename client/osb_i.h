@@ -263,6 +263,11 @@ char *json_string_array(const char *const *s, size_t n);
 char *json_rule(const char *action, const char *target);
 /* Validates that @s is a JSON array (of rules); 0 or -EINVAL. */
 int json_check_array(const char *s);
+/* The NetworkPolicy to send for the policy @s (one, or GET /policy's
+ * answer holding one), with @default_action instead of its own when not
+ * NULL. NULL with the reason in @why when @s is no valid policy. */
+char *json_policy(const char *s, const char *default_action, char *why,
+		  size_t why_size);
 
 /*
  * One event of a stream. json_event() parses @line into @ev, whose strings

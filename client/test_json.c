@@ -1,10 +1,12 @@
 /*
  * test_json.c - the streamed reader of FileInfo arrays (json.c): the same
  * entries whatever the cut of the body into pieces, strings that hold
- * braces and escaped quotes, and the answers it must refuse.
+ * braces and escaped quotes, and the answers it must refuse; and the
+ * egress policy a written policy becomes (json_policy).
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "osb_i.h"
@@ -154,8 +156,40 @@ static void test_cut(void)
 	}
 }
 
+static void test_policy(void)
+{
+	char why[200];
+	static const char read_back[] =
+		"{\"status\":\"ok\",\"mode\":\"enforcing\",\"policy\":"
+		"{\"egress\":[{\"action\":\"allow\",\"target\":\"a.org\"}],"
+		"\"defaultAction\":\"deny\"}}";
+	char *p = json_policy(read_back, NULL, why, sizeof(why));
+	CHECK(p && strcmp(p, "{\"defaultAction\":\"deny\",\"egress\":"
+			     "[{\"action\":\"allow\",\"target\":\"a.org\"}]}") == 0,
+	      "read back: %s", p ? p : why);
+	free(p);
+	p = json_policy("{\"defaultAction\":\"deny\",\"egress\":null}", "allow",
+			why, sizeof(why));
+	CHECK(p && strcmp(p, "{\"defaultAction\":\"allow\",\"egress\":[]}") == 0,
+	      "default set: %s", p ? p : why);
+	free(p);
+	static const char *const bad[] = {
+		"[]", "{}", "{\"defaultAction\":\"maybe\"}", "not json",
+		"{\"defaultAction\":\"deny\",\"egress\":{}}",
+		"{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\"}]}",
+		"{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"x\","
+		"\"target\":\"a\"}]}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		p = json_policy(bad[i], NULL, why, sizeof(why));
+		CHECK(!p && why[0], "refused: %s", bad[i]);
+		free(p);
+	}
+}
+
 int main(void)
 {
+	test_policy();
 	test_pieces();
 	test_answers();
 	test_caps();

@@ -438,11 +438,52 @@ def test_egress_reads_and_patches_the_policy(make_mount, server, make_sandbox):
     assert sidecar_policy(server, sid)["egress"] == rules
 
 
+def test_egress_read_can_be_written_back_whole(make_mount, server, make_sandbox):
+    sid = make_sandbox(networkPolicy=POLICY)
+    m = make_mount(sandbox_id=sid)
+    write(osb(m, "egress"), "allow example.com\ndeny *.example.org\n")
+    text = read(osb(m, "egress"))
+    before = sidecar_policy(server, sid)
+    # what was read, written back as it is: the same policy
+    write(osb(m, "egress"), text)
+    assert sidecar_policy(server, sid) == before
+    # edited, as in an editor: a rule gone, the default changed
+    doc = json.loads(text)
+    doc["policy"]["egress"] = [r for r in doc["policy"]["egress"] if r["target"] != "pypi.org"]
+    doc["policy"]["defaultAction"] = "allow"
+    write(osb(m, "egress"), json.dumps(doc, indent=2) + "\n")
+    after = sidecar_policy(server, sid)
+    assert after["defaultAction"] == "allow"
+    assert after["egress"] == [r for r in before["egress"] if r["target"] != "pypi.org"]
+    # a bare policy object works too
+    write(osb(m, "egress"), '{"defaultAction": "deny", "egress": []}')
+    assert sidecar_policy(server, sid)["defaultAction"] == "deny"
+    assert not sidecar_policy(server, sid)["egress"]
+    assert json.loads(read(osb(m, "egress")))["mode"] == "deny_all"
+
+
+def test_egress_lines_set_the_default_and_remove_rules(make_mount, server, make_sandbox):
+    sid = make_sandbox(networkPolicy=POLICY)
+    m = make_mount(sandbox_id=sid)
+    write(osb(m, "egress"), "allow example.com\ndefault allow\n")
+    pol = sidecar_policy(server, sid)
+    assert pol["defaultAction"] == "allow"
+    assert {"action": "allow", "target": "example.com"} in pol["egress"]
+    assert {"action": "allow", "target": "pypi.org"} in pol["egress"]
+    write(osb(m, "egress"), "remove pypi.org\ndefault deny\n")
+    pol = sidecar_policy(server, sid)
+    assert pol["defaultAction"] == "deny"
+    assert pol["egress"] == [{"action": "allow", "target": "example.com"}]
+    shown = json.loads(read(osb(m, "egress")))["policy"]
+    assert shown["defaultAction"] == "deny" and shown["egress"] == pol["egress"]
+
+
 def test_egress_bad_input_is_einval(make_mount, server, make_sandbox):
     sid = make_sandbox(networkPolicy=POLICY)
     m = make_mount(sandbox_id=sid)
     for bad in ("permit example.com\n", "allow\n", "allow a b\n", '{"action":"allow"}\n',
-                "[]\n", b"\x00\x01"):
+                "[]\n", b"\x00\x01", "default maybe\n", "remove\n",
+                '{"policy": {"egress": []}}', '{"defaultAction": "allow", "egress": [{"target": "x"}]}'):
         expect_errno(errno.EINVAL, write, osb(m, "egress"), bad)
     assert "egress" in last_error(m)
     # an unfinished JSON array fails when the file is closed

@@ -398,41 +398,61 @@ static size_t json_end(const char *s, size_t n)
 	return 0;
 }
 
+static bool is_action(const char *s)
+{
+	return s && (strcmp(s, "allow") == 0 || strcmp(s, "deny") == 0);
+}
+
+/* "allow HOST", "deny HOST", "remove HOST" or "default allow|deny". */
 static int egress_line(struct ctl *c, char *line)
 {
 	struct osb_error err;
 	char *save = NULL;
-	char *action = strtok_r(line, " \t", &save);
-	char *host = strtok_r(NULL, " \t", &save);
+	char *verb = strtok_r(line, " \t", &save);
+	char *arg = strtok_r(NULL, " \t", &save);
 	char *extra = strtok_r(NULL, " \t", &save);
+	bool rule = is_action(verb);
+	bool remove = verb && strcmp(verb, "remove") == 0;
+	bool def = verb && strcmp(verb, "default") == 0;
 
 	osb_error_clear(&err);
-	if (!host || extra ||
-	    (strcmp(action, "allow") != 0 && strcmp(action, "deny") != 0)) {
-		log_error("egress: write a JSON array of rules "
-			  "([{\"action\":\"allow\",\"target\":\"pypi.org\"}]) "
-			  "or lines \"allow HOST\" / \"deny HOST\"");
+	if (!arg || extra || !(rule || remove || def) ||
+	    (def && !is_action(arg))) {
+		log_error("egress: write lines \"allow HOST\", \"deny HOST\", "
+			  "\"remove HOST\", \"default allow|deny\"; a JSON "
+			  "array of rules to merge "
+			  "([{\"action\":\"allow\",\"target\":\"pypi.org\"}]); "
+			  "or a whole policy, as read here");
 		return -EINVAL;
 	}
 	int rc = atomic_load(&c->no_sidecar) ? -ENOENT : remote_enter(c->fs);
-	if (!rc)
-		rc = osb_egress_rule(c->fs->sb, action, host, &err);
+	if (!rc && rule)
+		rc = osb_egress_rule(c->fs->sb, verb, arg, &err);
+	else if (!rc && remove)
+		rc = osb_egress_delete(c->fs->sb, (const char *const *)&arg,
+				       1, &err);
+	else if (!rc)
+		rc = osb_egress_default(c->fs->sb, arg, &err);
 	if (rc)
 		return egress_errno(c, rc, &err);
-	log_info("egress: %s %s", action, host);
+	log_info("egress: %s %s", verb, arg);
 	return 0;
 }
 
+/* A JSON array of rules is merged; an object is the whole policy. */
 static int egress_json(struct ctl *c, const char *json)
 {
 	struct osb_error err;
 	osb_error_clear(&err);
 	int rc = atomic_load(&c->no_sidecar) ? -ENOENT : remote_enter(c->fs);
-	if (!rc)
+	if (!rc && json[0] == '[')
 		rc = osb_egress_patch(c->fs->sb, json, &err);
+	else if (!rc)
+		rc = osb_egress_set(c->fs->sb, json, &err);
 	if (rc)
 		return egress_errno(c, rc, &err);
-	log_info("egress: rules merged");
+	log_info("egress: %s", json[0] == '[' ? "rules merged" :
+						"policy replaced");
 	return 0;
 }
 
@@ -454,14 +474,12 @@ int ctl_egress_apply(struct ctl *c, struct ctl_fh *fh, bool final)
 		left -= skip;
 		pos += skip;
 		if (*s == '[' || *s == '{') {
-			size_t end = *s == '[' ? json_end(s, left) : 0;
-			if (!end && *s == '[' && !final)
+			size_t end = json_end(s, left);
+			if (!end && !final)
 				break; /* the rest comes in the next write */
 			if (!end) {
-				log_error("egress: %s", *s == '[' ?
-						"incomplete JSON array" :
-						"write a JSON array of rules, "
-						"not an object");
+				log_error("egress: incomplete JSON %s",
+					  *s == '[' ? "array" : "object");
 				rc = -EINVAL;
 				break;
 			}
@@ -490,7 +508,7 @@ int ctl_egress_apply(struct ctl *c, struct ctl_fh *fh, bool final)
 		in->s[in->len] = '\0';
 	}
 	if (!rc && final && in->len && !text_blank(in->s, in->len)) {
-		log_error("egress: incomplete JSON array");
+		log_error("egress: incomplete JSON");
 		rc = -EINVAL;
 	}
 	return rc;
