@@ -365,6 +365,12 @@ void osb_client_set_hooks(struct osb_client *c, const struct osb_hooks *h)
 		memset(&c->hooks, 0, sizeof(c->hooks));
 }
 
+void osb_client_set_trace(struct osb_client *c, osb_trace_fn fn, void *arg)
+{
+	c->trace = fn;
+	c->trace_arg = arg;
+}
+
 int osb_ping(struct osb_sandbox *sb, struct osb_error *err)
 {
 	struct http_response rs = { 0 };

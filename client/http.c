@@ -421,6 +421,16 @@ static int perform_once(struct osb_client *c, const struct http_request *rq,
 	long code = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	rs->status = (int)code;
+	if (c->trace) {
+		curl_off_t us = 0;
+		curl_easy_getinfo(h, CURLINFO_TOTAL_TIME_T, &us);
+		c->trace(c->trace_arg, rq->method,
+			 url.data + strlen(rq->base), rs->status,
+			 *ret_rc == CURLE_OK ? "" :
+			 errbuf[0]	    ? errbuf :
+					      curl_easy_strerror(*ret_rc),
+			 (long)(us / 1000), rs->attempts);
+	}
 	curl_off_t up = 0, down = 0;
 	curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &up);
 	curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &down);

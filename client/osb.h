@@ -182,6 +182,16 @@ struct osb_hooks {
 };
 void osb_client_set_hooks(struct osb_client *c, const struct osb_hooks *h);
 
+/* One HTTP exchange, as it ended: @status 0 when no answer came (then
+ * @error says why), @ms how long it took, @attempt 1 for the first try.
+ * @path holds the path and query only: never a key or a header. */
+typedef void (*osb_trace_fn)(void *arg, const char *method, const char *path,
+			     int status, const char *error, long ms,
+			     int attempt);
+/* Calls @fn after every exchange (NULL: none). Set before other threads
+ * use the client. */
+void osb_client_set_trace(struct osb_client *c, osb_trace_fn fn, void *arg);
+
 /* ------------------------------------------------------------------ */
 /* Key/value lists (env, metadata, headers) */
 

@@ -86,6 +86,8 @@ struct osb_client {
 	char *proxy;
 	struct osb_kvlist headers;
 	struct osb_hooks hooks;
+	osb_trace_fn trace;
+	void *trace_arg;
 
 	pthread_mutex_t pool_lock; /* guards pool, npool */
 	void *pool[OSB_POOL_IDLE_MAX];

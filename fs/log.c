@@ -1,7 +1,8 @@
 /*
  * log.c - one place where the daemon reports: a line per event, with the
- * time, to stderr (foreground) or syslog (daemon), and into a ring of
- * recent lines that `.osb/log` shows. Thread-safe.
+ * time, to stderr (foreground) or syslog (daemon), to the log file if
+ * there is one (log_file=, or where the daemon has no syslog), and into a
+ * ring of recent lines that `.osb/log` shows. Thread-safe.
  *
  * A line is kept whole up to LOG_LINE_MAX bytes (a 4 KiB path and the
  * reason after it). A message identical to the one before (same level,
@@ -10,6 +11,8 @@
  * REPEAT_EVERY_S seconds while the repetition lasts, and at log_flush().
  * So a failure in a tight loop costs a few lines, not the whole ring.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -18,6 +21,7 @@
 #include <string.h>
 #include <syslog.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -33,6 +37,8 @@ static char *last_error;          /* malloc'd, NULL if none */
 static long long last_error_when;
 static int debug_on;
 static int use_syslog;
+static int no_stderr;             /* daemonized: stderr is /dev/null */
+static int file_fd = -1;          /* log_file=, or none */
 
 /* the last message written out, and how often it came since */
 static struct {
@@ -51,6 +57,34 @@ void log_to_syslog(void)
 {
 	openlog("osbfs", LOG_PID, LOG_DAEMON);
 	use_syslog = 1;
+}
+
+int log_to_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	pthread_mutex_lock(&lock);
+	if (file_fd >= 0)
+		close(file_fd);
+	file_fd = fd;
+	/* the lines before it, so the file tells the mount from its start */
+	for (size_t i = 0; i < ring_count; i++) {
+		const char *line = ring[(ring_next + RING - ring_count + i) %
+					RING];
+		if (line && (write(fd, line, strlen(line)) < 0 ||
+			     write(fd, "\n", 1) < 0))
+			break;
+	}
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+void log_quiet_stderr(void)
+{
+	pthread_mutex_lock(&lock);
+	no_stderr = 1;
+	pthread_mutex_unlock(&lock);
 }
 
 static const char *const names[] = { "debug", "info", "warning", "error" };
@@ -98,8 +132,17 @@ static void put_line(enum log_level lvl, const char *text, const char *suffix,
 	}
 	if (use_syslog)
 		syslog(prios[lvl], "%s%s", text, suffix);
-	else
+	else if (!no_stderr)
 		fprintf(stderr, "osbfs: %s%s%s\n", stamp, text, suffix);
+	if (file_fd >= 0 && line) {
+		/* one write per line: lines of several daemons interleave
+		 * whole (O_APPEND) */
+		size_t n = strlen(line);
+		line[n] = '\n';
+		ssize_t w = write(file_fd, line, n + 1);
+		line[n] = '\0';
+		(void)w;
+	}
 }
 
 /* " (repeated N times)" for the previous message. */

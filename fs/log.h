@@ -1,6 +1,7 @@
 /*
  * log.h - the daemon's log: stderr in the foreground, syslog once
- * daemonized, and the last lines kept for `.osb/log`. The last error is
+ * daemonized, a file if asked (log_file=) or if there is no syslog, and
+ * the last lines kept for `.osb/log`. The last error is
  * kept for `.osb/info`'s last_error. A message repeated back to back is
  * written once, then as "... (repeated N times)" (log.c).
  */
@@ -15,8 +16,13 @@ enum log_level { LOG_LVL_DEBUG, LOG_LVL_INFO, LOG_LVL_WARN, LOG_LVL_ERROR };
 #define LOG_LINE_MAX 12288
 
 void log_init(int debug);
-/* After daemonizing: lines go to syslog as well. */
+/* After daemonizing: lines go to syslog instead of stderr. */
 void log_to_syslog(void);
+/* Lines go to the file @path as well (appended; made 0600 if missing).
+ * 0 or -errno. */
+int log_to_file(const char *path);
+/* After daemonizing without syslog: nothing more to stderr. */
+void log_quiet_stderr(void);
 void log_msg(enum log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Logs at ERROR and remembers it as the last error. */

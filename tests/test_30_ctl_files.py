@@ -15,7 +15,8 @@ import pytest
 
 from jobhelp import (expect_errno, info, kill_quietly, last_error, osb, read, read_bytes, start,
                      status, wait, write)
-from osbtest import http_request
+from mounthelp import OSBFS
+from osbtest import http_request, wait_until
 
 ROOT_FILES = {"README", "info", "ctl", "egress", "log", "run", "jobs"}
 
@@ -393,6 +394,75 @@ def repeated(lines):
         r = re.search(r" \(repeated (\d+) times\)$", l)
         n += int(r.group(1)) if r else 1
     return n
+
+
+def test_log_file_gets_every_line(make_mount, tmp_path):
+    f = tmp_path / "osbfs.log"
+    m = make_mount(options=["log_file=%s" % f])
+    expect_errno(errno.EINVAL, write, osb(m, "ctl"), "frobnicate")
+    text = f.read_text()
+    assert "mounted sandbox %s" % m.sandbox_id in text
+    assert re.search(r"^\S+Z error: .*frobnicate", text, re.M), text
+    assert os.stat(f).st_mode & 0o777 == 0o600
+
+
+def test_debug_logs_one_line_per_api_call_without_the_key(make_mount, server):
+    m = make_mount(options=["debug"])
+    os.listdir(m.p())
+    with open(m.p("traced.txt"), "w") as f:
+        f.write("x")
+    write(osb(m, "ctl"), "sync")
+    log = m.log()
+    assert re.search(r"api: GET /v1/sandboxes/%s -> 200, \d+ ms" % m.sandbox_id, log), log[-3000:]
+    assert re.search(r"api: POST \S*/files/upload -> 200, \d+ ms", log), log[-3000:]
+    assert server.api_key not in log
+
+
+def daemon(server, sid, mnt, options=()):
+    """osbfs in the background (no -f): its stderr, and how to stop it."""
+    mnt.mkdir()
+    argv = [str(OSBFS), "-o", ",".join(["domain=127.0.0.1:%d" % server.port] + list(options)),
+            sid, str(mnt)]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, OPEN_SANDBOX_API_KEY=server.api_key))
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(mnt, ".osb", "info")) as f:
+        pid = json.load(f)["pid"]
+
+    def stop():
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        wait_until(lambda: not os.path.exists("/proc/%d" % pid), 60, "the daemon to exit")
+    return r.stderr, stop
+
+
+def test_a_daemon_without_syslog_logs_to_a_file_it_names(server, make_sandbox, tmp_path):
+    if os.path.exists("/dev/log"):
+        pytest.skip("this machine has syslog: the daemon logs there")
+    sid = make_sandbox()
+    err, stop = daemon(server, sid, tmp_path / "mnt", ["cache_dir=%s" % (tmp_path / "cache")])
+    try:
+        path = str(tmp_path / "cache" / sid / "log")
+        assert "no syslog here: the log goes to %s" % path in err
+        expect_errno(errno.EINVAL, write, str(tmp_path / "mnt" / ".osb" / "ctl"), "frobnicate")
+        with open(path) as f:
+            text = f.read()
+        assert "mounted sandbox %s" % sid in text and "frobnicate" in text
+    finally:
+        stop()
+
+
+def test_a_daemon_with_log_file_logs_there(server, make_sandbox, tmp_path):
+    sid = make_sandbox()
+    f = tmp_path / "d.log"
+    err, stop = daemon(server, sid, tmp_path / "mnt",
+                       ["cache_dir=%s" % (tmp_path / "cache"), "log_file=%s" % f])
+    try:
+        assert "no syslog" not in err
+        expect_errno(errno.EINVAL, write, str(tmp_path / "mnt" / ".osb" / "ctl"), "frobnicate")
+        text = f.read_text()
+        assert "mounted sandbox %s" % sid in text and "frobnicate" in text
+    finally:
+        stop()
 
 
 def test_log_collapses_a_message_repeated_in_a_loop(mount):

@@ -50,6 +50,46 @@ static void undo_create(struct osbfs *fs, bool created)
 			fs->sandbox_id, err.message);
 }
 
+/* -d: a line per API call (osb.h: never a key or a header). */
+static void trace_call(void *arg, const char *method, const char *path,
+		       int status, const char *error, long ms, int attempt)
+{
+	(void)arg;
+	char again[32] = "";
+	if (attempt > 1)
+		snprintf(again, sizeof(again), " (try %d)", attempt);
+	if (status)
+		log_debug("api: %s %s -> %d, %ld ms%s", method, path, status,
+			  ms, again);
+	else
+		log_debug("api: %s %s -> %s, %ld ms%s", method, path, error, ms,
+			  again);
+}
+
+/* Where the log goes once the daemon leaves the terminal: log_file=, or
+ * syslog, or where there is no syslog (a container), a file in the
+ * cache dir, said on stderr while it is still seen. */
+static void log_for_daemon(struct osbfs *fs)
+{
+	if (fs->opt->log_file) {
+		log_quiet_stderr();
+		return;
+	}
+	if (access("/dev/log", W_OK) == 0) {
+		log_to_syslog();
+		return;
+	}
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/log", cache_dir(fs->cache));
+	if (log_to_file(path) == 0) {
+		fprintf(stderr, "osbfs: no syslog here: the log goes to %s\n",
+			path);
+		log_quiet_stderr();
+	} else {
+		log_to_syslog();
+	}
+}
+
 static void raise_nofile(void)
 {
 	struct rlimit rl;
@@ -116,6 +156,15 @@ int main(int argc, char **argv)
 		return status;
 	}
 	log_init(opt.debug);
+	if (opt.log_file) {
+		rc = log_to_file(opt.log_file);
+		if (rc) {
+			fprintf(stderr, "osbfs: log_file %s: %s\n",
+				opt.log_file, strerror(-rc));
+			options_release(&opt);
+			return 1;
+		}
+	}
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
 	fs.opt = &opt;
@@ -142,6 +191,8 @@ int main(int argc, char **argv)
 	rc = preflight_check(&opt, msg, sizeof(msg));
 	if (!rc)
 		rc = connect_client(&opt, &fs.client, msg, sizeof(msg));
+	if (!rc && opt.debug)
+		osb_client_set_trace(fs.client, trace_call, NULL);
 	if (!rc)
 		rc = connect_sandbox(&fs, &info, &created, msg, sizeof(msg));
 	if (rc) {
@@ -194,10 +245,10 @@ int main(int argc, char **argv)
 			fs.sandbox_id, opt.mountpoint);
 		fflush(stderr);
 	}
+	if (!opt.foreground)
+		log_for_daemon(&fs);
 	if (fuse_daemonize(opt.foreground) != 0)
 		goto out_unmount;
-	if (!opt.foreground)
-		log_to_syslog();
 	/* our pid (a new one after daemonizing) and the mount's device */
 	rc = holder_set(&holder, HOLDER_MOUNTED, NULL);
 	if (rc)

@@ -64,6 +64,7 @@ static const struct opt_def table[] = {
 	{ "start_timeout", OPT_MS, O(start_timeout_ms), "2m", "how long a sandbox may stay Pending (or resuming) before the mount gives up" },
 	/* cache */
 	{ "cache_dir", OPT_STR, O(cache_dir), NULL, "local cache (default $XDG_CACHE_HOME/osbfs or ~/.cache/osbfs)" },
+	{ "log_file", OPT_STR, O(log_file), NULL, "append the log to FILE too (default: syslog once in the background; CACHE_DIR/ID/log without one)" },
 	{ "attr_timeout", OPT_MS, O(attr_timeout_ms), "1s", "how long attributes are cached" },
 	{ "dir_timeout", OPT_MS, O(dir_timeout_ms), "1s", "how long listings are cached" },
 	{ "negative_timeout", OPT_MS, O(negative_timeout_ms), "1s", "how long a missing name is remembered" },

@@ -47,6 +47,7 @@ struct osbfs_options {
 
 	/* cache */
 	char *cache_dir;
+	char *log_file;
 	long attr_timeout_ms;
 	long dir_timeout_ms;
 	long negative_timeout_ms;
