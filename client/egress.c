@@ -1,11 +1,12 @@
 /*
  * egress.c - the egress sidecar's /policy: read, merge rules, remove
  * rules, replace the whole policy (POST, which the sidecar's code serves
- * though its spec leaves it out), set the default action. Reached through the endpoint of port 18080 with the
- * OPENSANDBOX-EGRESS-AUTH header the endpoint call returns. Its errors are
- * text/plain.
+ * though its spec leaves it out), set the default action. Reached through
+ * the endpoint of port 18080 with the OPENSANDBOX-EGRESS-AUTH header the
+ * endpoint call returns. Its errors are text/plain.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,27 +53,38 @@ int osb_egress_get(struct osb_sandbox *sb, char **ret_json,
 	return rc;
 }
 
+/* A change of the policy, whose answer says nothing more than that it
+ * was made. Each is idempotent: sent twice, it leaves what once would. */
+static int policy_send(struct osb_sandbox *sb, const char *method,
+		       const char *body, struct osb_error *err)
+{
+	struct http_response rs = { 0 };
+	int rc = policy_call(sb, method, body, HTTP_RETRY_IDEMPOTENT, &rs, err);
+	http_response_release(&rs);
+	return rc;
+}
+
+static bool is_action(const char *action)
+{
+	return action && (strcmp(action, "allow") == 0 ||
+			  strcmp(action, "deny") == 0);
+}
+
 int osb_egress_patch(struct osb_sandbox *sb, const char *rules_json,
 		     struct osb_error *err)
 {
-	struct http_response rs = { 0 };
 	if (json_check_array(rules_json)) {
 		osb_error_set(err, 0, "",
 			      "egress rules must be a non-empty JSON array");
 		return -EINVAL;
 	}
-	/* merging the same rules again changes nothing */
-	int rc = policy_call(sb, "PATCH", rules_json, HTTP_RETRY_IDEMPOTENT,
-			     &rs, err);
-	http_response_release(&rs);
-	return rc;
+	return policy_send(sb, "PATCH", rules_json, err);
 }
 
 int osb_egress_rule(struct osb_sandbox *sb, const char *action,
 		    const char *target, struct osb_error *err)
 {
-	if (!action || (strcmp(action, "allow") != 0 &&
-			strcmp(action, "deny") != 0)) {
+	if (!is_action(action)) {
 		osb_error_set(err, 0, "", "egress action must be allow or deny");
 		return -EINVAL;
 	}
@@ -93,7 +105,6 @@ int osb_egress_rule(struct osb_sandbox *sb, const char *action,
 int osb_egress_delete(struct osb_sandbox *sb, const char *const *targets,
 		      size_t n, struct osb_error *err)
 {
-	struct http_response rs = { 0 };
 	if (!n) {
 		osb_error_set(err, 0, "", "no egress targets to remove");
 		return -EINVAL;
@@ -101,10 +112,8 @@ int osb_egress_delete(struct osb_sandbox *sb, const char *const *targets,
 	char *body = json_string_array(targets, n);
 	if (!body)
 		return -ENOMEM;
-	int rc = policy_call(sb, "DELETE", body, HTTP_RETRY_IDEMPOTENT, &rs,
-			     err);
+	int rc = policy_send(sb, "DELETE", body, err);
 	free(body);
-	http_response_release(&rs);
 	return rc;
 }
 
@@ -117,20 +126,15 @@ int osb_egress_set(struct osb_sandbox *sb, const char *policy_json,
 		osb_error_set(err, 0, "", "%s", why[0] ? why : "no memory");
 		return why[0] ? -EINVAL : -ENOMEM;
 	}
-	struct http_response rs = { 0 };
-	/* the same policy again is the same policy */
-	int rc = policy_call(sb, "POST", body, HTTP_RETRY_IDEMPOTENT, &rs,
-			     err);
+	int rc = policy_send(sb, "POST", body, err);
 	free(body);
-	http_response_release(&rs);
 	return rc;
 }
 
 int osb_egress_default(struct osb_sandbox *sb, const char *action,
 		       struct osb_error *err)
 {
-	if (!action || (strcmp(action, "allow") != 0 &&
-			strcmp(action, "deny") != 0)) {
+	if (!is_action(action)) {
 		osb_error_set(err, 0, "", "the default action is allow or deny");
 		return -EINVAL;
 	}
@@ -144,9 +148,7 @@ int osb_egress_default(struct osb_sandbox *sb, const char *action,
 		osb_error_set(err, 0, "", "the sidecar's policy: %s", why);
 		return -EPROTO;
 	}
-	struct http_response rs = { 0 };
-	rc = policy_call(sb, "POST", body, HTTP_RETRY_IDEMPOTENT, &rs, err);
+	rc = policy_send(sb, "POST", body, err);
 	free(body);
-	http_response_release(&rs);
 	return rc;
 }

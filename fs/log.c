@@ -59,6 +59,23 @@ void log_to_syslog(void)
 	use_syslog = 1;
 }
 
+/* The @i-th oldest line of the ring (i < ring_count). Locked. */
+static char *ring_line(size_t i)
+{
+	return ring[(ring_next + RING - ring_count + i) % RING];
+}
+
+/* @line and its newline to the log file, in one write: lines of several
+ * daemons appending to one file interleave whole. Locked. */
+static void file_line(char *line)
+{
+	size_t n = strlen(line);
+	line[n] = '\n';
+	ssize_t w = write(file_fd, line, n + 1);
+	line[n] = '\0';
+	(void)w;
+}
+
 int log_to_file(const char *path)
 {
 	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
@@ -69,13 +86,8 @@ int log_to_file(const char *path)
 		close(file_fd);
 	file_fd = fd;
 	/* the lines before it, so the file tells the mount from its start */
-	for (size_t i = 0; i < ring_count; i++) {
-		const char *line = ring[(ring_next + RING - ring_count + i) %
-					RING];
-		if (line && (write(fd, line, strlen(line)) < 0 ||
-			     write(fd, "\n", 1) < 0))
-			break;
-	}
+	for (size_t i = 0; i < ring_count; i++)
+		file_line(ring_line(i));
 	pthread_mutex_unlock(&lock);
 	return 0;
 }
@@ -134,15 +146,8 @@ static void put_line(enum log_level lvl, const char *text, const char *suffix,
 		syslog(prios[lvl], "%s%s", text, suffix);
 	else if (!no_stderr)
 		fprintf(stderr, "osbfs: %s%s%s\n", stamp, text, suffix);
-	if (file_fd >= 0 && line) {
-		/* one write per line: lines of several daemons interleave
-		 * whole (O_APPEND) */
-		size_t n = strlen(line);
-		line[n] = '\n';
-		ssize_t w = write(file_fd, line, n + 1);
-		line[n] = '\0';
-		(void)w;
-	}
+	if (file_fd >= 0 && line)
+		file_line(line);
 }
 
 /* " (repeated N times)" for the previous message. */
@@ -243,13 +248,12 @@ char *log_recent(void)
 		extra = STAMP_MAX + strlen(prev.text) + strlen(pending) + 1;
 	}
 	size_t cap = extra + 1, len = 0;
-	size_t start = (ring_next + RING - ring_count) % RING;
 	for (size_t i = 0; i < ring_count; i++)
-		cap += strlen(ring[(start + i) % RING]) + 1;
+		cap += strlen(ring_line(i)) + 1;
 	char *out = malloc(cap);
 	if (out) {
 		for (size_t i = 0; i < ring_count; i++) {
-			const char *l = ring[(start + i) % RING];
+			const char *l = ring_line(i);
 			size_t n = strlen(l);
 			memcpy(out + len, l, n);
 			len += n;

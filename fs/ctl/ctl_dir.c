@@ -255,20 +255,14 @@ static int rename_scratch(struct ctl *c, fuse_ino_t parent, const char *name,
 			  fuse_ino_t newparent, const char *newname,
 			  unsigned int flags)
 {
-	struct ctl_node dst, np;
+	struct ctl_node dst;
 	int rc = ctl_resolve(c, newparent, newname, &dst);
 	if (rc == -ENOENT || (!rc && dst.kind == K_SCRATCH)) {
 		if (!rc)
 			ctl_node_put(c, &dst);
-		/* to another temporary name: in a dir that takes them */
-		rc = ctl_node_get(c, newparent, &np);
-		if (!rc && np.kind != K_ROOT && np.kind != K_JOB)
-			rc = -EACCES;
-		if (!rc)
-			ctl_node_put(c, &np);
-		return rc ? rc :
-			    scratch_rename(c, parent, name, newparent, newname,
-					   flags & RENAME_NOREPLACE);
+		/* to another temporary name */
+		return scratch_rename(c, parent, name, newparent, newname,
+				      flags & RENAME_NOREPLACE);
 	}
 	if (rc)
 		return rc;

@@ -94,20 +94,12 @@ void ctl_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		mode_t mode, struct fuse_file_info *fi)
 {
 	struct ctl *c = ctl_of(req);
-	struct ctl_node p;
 	struct ctl_node n = { K_SCRATCH, NULL, 0 };
 	(void)mode;
 
 	/* a writer's temporary file, in .osb/ or a job's directory; nothing
 	 * else can be made here (mkdir jobs/NAME makes jobs) */
-	int rc = ctl_node_get(c, parent, &p);
-	if (!rc) {
-		if (p.kind != K_ROOT && p.kind != K_JOB)
-			rc = -EACCES;
-		ctl_node_put(c, &p);
-	}
-	if (!rc)
-		rc = scratch_create(c, parent, name, &n.serial);
+	int rc = scratch_create(c, parent, name, &n.serial);
 	if (rc == -ENOSPC)
 		log_error(".osb: %d temporary files are waiting to be renamed "
 			  "over a control file already; remove some",

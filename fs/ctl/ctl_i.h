@@ -135,7 +135,8 @@ bool scratch_exists(struct ctl *c, uint64_t serial);
 /* The scratch file @name in the control dir @parent: 0 or -ENOENT. */
 int scratch_find(struct ctl *c, fuse_ino_t parent, const char *name,
 		 uint64_t *ret_serial);
-/* -EEXIST, -ENOSPC (SCRATCH_MAX of them), -ENAMETOOLONG, -ENOMEM. */
+/* In .osb/ or a job's directory (elsewhere -EACCES); -EEXIST, -ENOSPC
+ * (SCRATCH_MAX of them), -ENAMETOOLONG, -ENOMEM. */
 int scratch_create(struct ctl *c, fuse_ino_t parent, const char *name,
 		   uint64_t *ret_serial);
 /* pwrite-like; -EFBIG past TEXT_MAX, -ENOENT when it is gone. */
@@ -150,7 +151,8 @@ int scratch_unlink(struct ctl *c, fuse_ino_t parent, const char *name);
 /* Removes it and hands its bytes to the caller (*ret, to release). */
 int scratch_take(struct ctl *c, fuse_ino_t parent, const char *name,
 		 struct text *ret);
-/* To another scratch name (one there goes, unless @noreplace: -EEXIST). */
+/* To another scratch name, in a dir that takes them (one there goes,
+ * unless @noreplace: -EEXIST). */
 int scratch_rename(struct ctl *c, fuse_ino_t parent, const char *name,
 		   fuse_ino_t newparent, const char *newname, bool noreplace);
 /* Every scratch file in @parent goes (its job was removed). */

@@ -121,12 +121,28 @@ int scratch_find(struct ctl *c, fuse_ino_t parent, const char *name,
 	return i >= 0 ? 0 : -ENOENT;
 }
 
+/* Whether the control dir @parent takes scratch files: .osb/ and a
+ * job's directory do; 0 or -EACCES (-ENOENT: it is gone). */
+static int takes_scratch(struct ctl *c, fuse_ino_t parent)
+{
+	struct ctl_node p;
+	int rc = ctl_node_get(c, parent, &p);
+	if (rc)
+		return rc;
+	rc = p.kind == K_ROOT || p.kind == K_JOB ? 0 : -EACCES;
+	ctl_node_put(c, &p);
+	return rc;
+}
+
 int scratch_create(struct ctl *c, fuse_ino_t parent, const char *name,
 		   uint64_t *ret_serial)
 {
 	struct scratch_table *t = c->scratch;
 	if (strlen(name) > 255)
 		return -ENAMETOOLONG;
+	int rc = takes_scratch(c, parent);
+	if (rc)
+		return rc;
 	struct scratch *s = calloc(1, sizeof(*s));
 	if (!s || !(s->name = strdup(name))) {
 		free(s);
@@ -134,7 +150,6 @@ int scratch_create(struct ctl *c, fuse_ino_t parent, const char *name,
 	}
 	s->parent = parent;
 	clock_gettime(CLOCK_REALTIME, &s->mtime);
-	int rc = 0;
 	pthread_mutex_lock(&t->lock);
 	if (by_name(t, parent, name) >= 0)
 		rc = -EEXIST;
@@ -199,18 +214,6 @@ void scratch_stat(struct ctl *c, uint64_t serial, struct stat *st)
 	pthread_mutex_unlock(&c->scratch->lock);
 }
 
-int scratch_unlink(struct ctl *c, fuse_ino_t parent, const char *name)
-{
-	struct scratch_table *t = c->scratch;
-	pthread_mutex_lock(&t->lock);
-	ssize_t i = by_name(t, parent, name);
-	struct scratch *s = i >= 0 ? take(t, (size_t)i) : NULL;
-	pthread_mutex_unlock(&t->lock);
-	if (s)
-		entry_free(s);
-	return s ? 0 : -ENOENT;
-}
-
 int scratch_take(struct ctl *c, fuse_ino_t parent, const char *name,
 		 struct text *ret)
 {
@@ -227,15 +230,26 @@ int scratch_take(struct ctl *c, fuse_ino_t parent, const char *name,
 	return 0;
 }
 
+int scratch_unlink(struct ctl *c, fuse_ino_t parent, const char *name)
+{
+	struct text data;
+	int rc = scratch_take(c, parent, name, &data);
+	if (!rc)
+		text_release(&data);
+	return rc;
+}
+
 int scratch_rename(struct ctl *c, fuse_ino_t parent, const char *name,
 		   fuse_ino_t newparent, const char *newname, bool noreplace)
 {
 	struct scratch_table *t = c->scratch;
+	int rc = takes_scratch(c, newparent);
+	if (rc)
+		return rc;
 	char *n = strdup(newname);
 	if (!n)
 		return -ENOMEM;
 	struct scratch *old = NULL;
-	int rc = 0;
 	pthread_mutex_lock(&t->lock);
 	ssize_t i = by_name(t, parent, name);
 	ssize_t j = by_name(t, newparent, newname);

@@ -220,6 +220,12 @@ int life_resume(struct osbfs *fs, char *msg, size_t msg_size)
 	return rc;
 }
 
+/* How long a renewal gives: timeout=, or 600 s for a sandbox with none. */
+static long renew_secs(const struct osbfs *fs)
+{
+	return fs->opt->timeout_s > 0 ? fs->opt->timeout_s : 600;
+}
+
 int life_renew(struct osbfs *fs, long seconds, char *msg, size_t msg_size)
 {
 	struct lifecycle *l = fs->life;
@@ -227,7 +233,7 @@ int life_renew(struct osbfs *fs, long seconds, char *msg, size_t msg_size)
 	time_t got;
 
 	if (seconds <= 0)
-		seconds = fs->opt->timeout_s > 0 ? fs->opt->timeout_s : 600;
+		seconds = renew_secs(fs);
 	/* whole seconds on the wire: round up, never give less */
 	int rc = osb_sandbox_renew(fs->client, fs->sandbox_id,
 				   time(NULL) + seconds + 1, &got, &err);
@@ -284,7 +290,7 @@ static long long wall_ms(void)
 static void keepalive_tick(struct osbfs *fs)
 {
 	struct lifecycle *l = fs->life;
-	long ttl = fs->opt->timeout_s > 0 ? fs->opt->timeout_s : 600;
+	long ttl = renew_secs(fs);
 	long long now = wall_ms();
 
 	pthread_mutex_lock(&l->lock);

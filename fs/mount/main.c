@@ -123,7 +123,7 @@ int main(int argc, char **argv)
 	struct pending pending = { 0 };
 	char msg[2048];
 	int rc, status = 1;
-	bool created = false;
+	bool created = false, mounted = false;
 
 	memset(&fs, 0, sizeof(fs));
 	/* two malloc arenas, not one per thread: each of FUSE's threads
@@ -212,7 +212,6 @@ int main(int argc, char **argv)
 				sizeof(msg));
 	if (rc) {
 		fprintf(stderr, "osbfs: %s\n", msg[0] ? msg : strerror(-rc));
-		undo_create(&fs, created);
 		goto out;
 	}
 	fs.nodes.on_free = cache_detach;
@@ -226,7 +225,6 @@ int main(int argc, char **argv)
 		rc = ctl_init(&fs);
 	if (rc) {
 		fprintf(stderr, "osbfs: %s\n", strerror(-rc));
-		undo_create(&fs, created);
 		goto out;
 	}
 	recover_journal(&fs);
@@ -234,9 +232,9 @@ int main(int argc, char **argv)
 	if (fuse_set_signal_handlers(fs.se) != 0 ||
 	    fuse_session_mount(fs.se, opt.mountpoint) != 0) {
 		fprintf(stderr, "osbfs: cannot mount at %s\n", opt.mountpoint);
-		undo_create(&fs, created);
 		goto out;
 	}
+	mounted = true;
 	log_info("mounted sandbox %s:%s at %s", fs.sandbox_id, opt.dir,
 		 opt.mountpoint);
 	if (!opt.foreground) {
@@ -326,6 +324,8 @@ out_unmount:
 	holder_set(&holder, HOLDER_EXITED, &pending);
 	pending_release(&pending);
 out:
+	if (!mounted)
+		undo_create(&fs, created);
 	if (fs.se)
 		fuse_session_destroy(fs.se);
 	ctl_release_all(&fs);

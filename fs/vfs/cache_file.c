@@ -411,6 +411,13 @@ bool cache_is_version(struct cache *c, struct cfile *cf, uint64_t version,
 
 /* ---- reads and writes through handles ---- */
 
+/* A sequential reader's window doubles, up to CACHE_WINDOW_MAX. */
+static void window_grow(struct cache_window *w)
+{
+	w->window = w->window * 2 > CACHE_WINDOW_MAX ? CACHE_WINDOW_MAX :
+						       w->window * 2;
+}
+
 int cache_read_begin(struct cache *c, struct cfile *cf, uint64_t version,
 		     struct cache_window *w, int64_t off, size_t size,
 		     int64_t *ret_len, int64_t *ret_want)
@@ -426,9 +433,7 @@ int cache_read_begin(struct cache *c, struct cfile *cf, uint64_t version,
 	if (!have) {
 		/* a window that grows while the reads are sequential */
 		if (off == w->next_off)
-			w->window = w->window * 2 > CACHE_WINDOW_MAX ?
-					    CACHE_WINDOW_MAX :
-					    w->window * 2;
+			window_grow(w);
 		else
 			w->window = CACHE_WINDOW_MIN;
 		want = len > w->window ? len : w->window;
@@ -454,9 +459,7 @@ bool cache_ahead_claim(struct cache *c, struct cfile *cf, uint64_t version,
 		  first_gap(cf, from, w->window, &gs, &ge);
 	if (go) {
 		/* the reader that never waits grows its window all the same */
-		w->window = w->window * 2 > CACHE_WINDOW_MAX ?
-				    CACHE_WINDOW_MAX :
-				    w->window * 2;
+		window_grow(w);
 		cf->ahead = true;
 		*ret_off = gs;
 		*ret_len = w->window;

@@ -108,13 +108,12 @@ static uint64_t dirh_sig(const struct dirh *dh)
  * us. It keeps them (keep_cache) only when they are what this open
  * would give: the same entries as at the last reset, and no handle open
  * since then that may have filled the cache from older entries. Changes
- * made through the mount reset the kernel's cache by themselves.
- * Called with the node table locked.
+ * made through the mount reset the kernel's cache by themselves. @sig
+ * is dirh_sig(@dh). Called with the node table locked.
  */
-static void dirh_cache(struct dirh *dh, struct node *d,
+static void dirh_cache(struct dirh *dh, struct node *d, uint64_t sig,
 		       struct fuse_file_info *fi)
 {
-	uint64_t sig = dirh_sig(dh);
 	fi->cache_readdir = 1;
 	fi->keep_cache = d->rd_sig == sig && !d->rd_mixed;
 	if (!fi->keep_cache) {
@@ -176,8 +175,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		if (!rc) {
 			qsort(dh->e + first, dh->n - first, sizeof(*dh->e),
 			      dent_cmp);
+			uint64_t sig = dirh_sig(dh);
 			pthread_mutex_lock(&fs->nodes.lock);
-			dirh_cache(dh, d, fi);
+			dirh_cache(dh, d, sig, fi);
 			pthread_mutex_unlock(&fs->nodes.lock);
 		}
 	}
