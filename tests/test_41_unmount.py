@@ -1,8 +1,10 @@
 """Unmounting without losing track of the data: `osbfs -u MOUNTPOINT`
 flushes, unmounts, waits for the daemon and says what did not reach the
 sandbox; a new mount of the same cache dir waits for a daemon that is
-still finishing its uploads, and refuses one that is still mounted."""
+still finishing its uploads, and is refused once every slot of the cache
+dir is taken (test_44 has mounts sharing one)."""
 
+import fcntl
 import os
 import subprocess
 
@@ -130,12 +132,30 @@ def test_remount_waits_for_the_daemon_still_uploading(make_mount, server):
     assert reap(m) == 0
 
 
-def test_second_mount_of_a_mounted_cache_dir_is_refused(make_mount, server):
+def test_a_mount_past_the_last_free_slot_is_refused(make_mount, server):
+    """Every slot of the cache dir held by a live mount: refused, naming
+    one of them.  The first is a real mount; the other fifteen are held
+    the way a mount that is starting holds them."""
     m = make_mount()
-    m2 = make_mount(sandbox_id=m.sandbox_id, create=False, cache_dir=m.cache_dir,
-                    start=False)
-    m2.start(expect_fail=True)
+    base = os.path.join(m.cache_dir, m.sandbox_id)
+    holders = []
+    try:
+        for i in range(1, 16):
+            d = os.path.join(base, "mounts", str(i))
+            os.makedirs(d, exist_ok=True)
+            f = open(os.path.join(d, "lock"), "w")
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            f.write("osbfs-holder 1\npid %d\nstate starting\nend\n" % os.getpid())
+            f.flush()
+            holders.append(f)
+        m2 = make_mount(sandbox_id=m.sandbox_id, create=False, cache_dir=m.cache_dir,
+                        start=False)
+        m2.start(expect_fail=True)
+    finally:
+        for f in holders:
+            f.close()
     assert m2.exit_code not in (None, 0)
     line = [l for l in m2.log().splitlines() if "in use" in l]
     assert line, m2.log()
+    assert "16 mounts" in line[0]
     assert "pid %d" % m.proc.pid in line[0] and os.path.realpath(m.path) in line[0]

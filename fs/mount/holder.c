@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hex.h"
@@ -305,24 +306,23 @@ static int judge_holder(const char *dir, const char *path, pid_t *told,
 	return rc;
 }
 
-int holder_take(struct holder *h, const char *dir, char *msg,
-		size_t msg_size)
+/*
+ * Takes the lock of the slot at @dir: waits (up to h->wait_ms) while its
+ * holder is finishing, fails with -EBUSY when it is live (judge_holder).
+ */
+static int take_slot(struct holder *h, const char *dir, char *msg,
+		     size_t msg_size)
 {
 	char path[PATH_MAX + 8];
-	char abs[PATH_MAX];
 	pid_t told = 0;
 	int unknown = 0, rc = 0;
 
-	h->fd = -1;
-	h->dev[0] = '\0';
-	if (h->mountpoint && !h->mountpoint_abs) {
-		h->mountpoint_abs = strdup(realpath(h->mountpoint, abs) ?
-						   abs :
-						   h->mountpoint);
-		if (!h->mountpoint_abs)
-			return -ENOMEM;
-	}
 	snprintf(path, sizeof(path), "%s/lock", dir);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		rc = -errno;
+		snprintf(msg, msg_size, "cache dir %s: %s", dir, strerror(-rc));
+		return rc;
+	}
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rc = -errno;
@@ -366,6 +366,166 @@ int holder_take(struct holder *h, const char *dir, char *msg,
 		snprintf(msg, msg_size, "cache dir %s: cannot write %s: %s", dir,
 			 path, strerror(-rc));
 	return rc;
+}
+
+void holder_slot_dir(const char *base, int i, char *buf, size_t size)
+{
+	if (i == 0)
+		snprintf(buf, size, "%s", base);
+	else
+		snprintf(buf, size, "%s/" HOLDER_SLOTS_DIR "/%d", base, i);
+}
+
+int holder_try(const char *dir)
+{
+	char path[PATH_MAX + 8];
+
+	snprintf(path, sizeof(path), "%s/lock", dir);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		if (errno == EINTR)
+			continue;
+		int rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+enum slot_kind { SLOT_FREE, SLOT_LIVE, SLOT_FINISHING };
+
+/* What slot @dir is now: free (no lock, or nobody holds it), live (a
+ * mount, one starting, or a holder that wrote nothing readable yet) or
+ * finishing (unmounted, uploading what is left). */
+static enum slot_kind slot_kind(const char *dir, pid_t *ret_pid,
+				char **ret_mountpoint)
+{
+	char path[PATH_MAX + 8];
+	struct holder_record r;
+
+	int fd = holder_try(dir);
+	if (fd >= 0 || fd == -ENOENT) {
+		if (fd >= 0)
+			close(fd);
+		return SLOT_FREE;
+	}
+	snprintf(path, sizeof(path), "%s/lock", dir);
+	if (holder_read(path, &r) != 0)
+		return SLOT_LIVE;
+	enum slot_kind k = record_is_live(&r) ? SLOT_LIVE : SLOT_FINISHING;
+	*ret_pid = r.pid;
+	if (ret_mountpoint && !*ret_mountpoint) {
+		*ret_mountpoint = r.mountpoint;
+		r.mountpoint = NULL;
+	}
+	holder_record_release(&r);
+	return k;
+}
+
+/* Makes BASE/mounts for the slots past the first. */
+static int make_slots_dir(const char *base, char *msg, size_t msg_size)
+{
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/" HOLDER_SLOTS_DIR, base);
+	if (mkdir(path, 0700) == 0 || errno == EEXIST)
+		return 0;
+	int rc = -errno;
+	snprintf(msg, msg_size, "cache dir %s: %s", path, strerror(-rc));
+	return rc;
+}
+
+/*
+ * One look at every slot: waits for (and takes) the first one whose
+ * daemon is finishing, else takes the first free one. -EAGAIN when
+ * another mount took that one first; -EBUSY when all are live.
+ */
+static int take_any(struct holder *h, const char *base, int *ret_slot,
+		    char *msg, size_t msg_size)
+{
+	char dir[PATH_MAX];
+	char *live_mp = NULL;
+	pid_t live_pid = 0, pid;
+	int free_slot = -1, finishing = -1, rc;
+
+	for (int i = 0; i < HOLDER_SLOTS && finishing < 0; i++) {
+		holder_slot_dir(base, i, dir, sizeof(dir));
+		pid = 0;
+		switch (slot_kind(dir, &pid, &live_mp)) {
+		case SLOT_FREE:
+			if (free_slot < 0)
+				free_slot = i;
+			break;
+		case SLOT_FINISHING:
+			finishing = i;
+			break;
+		case SLOT_LIVE:
+			if (!live_pid)
+				live_pid = pid;
+			break;
+		}
+	}
+	int slot = finishing >= 0 ? finishing : free_slot;
+	if (slot < 0) {
+		snprintf(msg, msg_size,
+			 "cache dir %s is in use by %d mounts of this sandbox "
+			 "already (the most at once), one by osbfs (pid %d) at "
+			 "%s; unmount one first, or give this mount another "
+			 "cache_dir",
+			 base, HOLDER_SLOTS, (int)live_pid,
+			 live_mp ? live_mp : "?");
+		free(live_mp);
+		return -EBUSY;
+	}
+	free(live_mp);
+	rc = slot ? make_slots_dir(base, msg, msg_size) : 0;
+	holder_slot_dir(base, slot, dir, sizeof(dir));
+	if (!rc)
+		rc = take_slot(h, dir, msg, msg_size);
+	/* a free slot another mount took meanwhile: look again */
+	if (rc == -EBUSY && slot != finishing)
+		rc = -EAGAIN;
+	*ret_slot = slot;
+	return rc;
+}
+
+int holder_take(struct holder *h, const char *base, char **ret_dir,
+		char *msg, size_t msg_size)
+{
+	char abs[PATH_MAX];
+	char dir[PATH_MAX];
+	int rc = -EAGAIN, slot = 0;
+
+	h->fd = -1;
+	h->dev[0] = '\0';
+	*ret_dir = NULL;
+	if (h->mountpoint && !h->mountpoint_abs) {
+		h->mountpoint_abs = strdup(realpath(h->mountpoint, abs) ?
+						   abs :
+						   h->mountpoint);
+		if (!h->mountpoint_abs)
+			return -ENOMEM;
+	}
+	for (int tries = 0; rc == -EAGAIN && tries < 2 * HOLDER_SLOTS;
+	     tries++)
+		rc = take_any(h, base, &slot, msg, msg_size);
+	if (rc == -EAGAIN) {
+		snprintf(msg, msg_size,
+			 "cache dir %s: other mounts of this sandbox kept "
+			 "taking each free slot first",
+			 base);
+		rc = -EBUSY;
+	}
+	if (rc)
+		return rc;
+	holder_slot_dir(base, slot, dir, sizeof(dir));
+	*ret_dir = strdup(dir);
+	if (!*ret_dir) {
+		holder_release(h);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 void holder_release(struct holder *h)

@@ -18,9 +18,13 @@
  *   more 3                   how many more there were
  *   end
  *
- * A later change that lets several live mounts share one sandbox, each
- * with its own journal, gives each its own directory and lock file: the
- * functions here take the directory, and know nothing of the sandbox.
+ * Several mounts of one sandbox may share a cache dir, each with its own
+ * slot: a directory with its own lock file, journal and files. The first
+ * slot is CACHE_DIR/<sandbox id> itself, the others are its mounts/1 ...
+ * mounts/15. A new mount takes the slot of a daemon that is finishing
+ * (waiting for it), else the first free one; it also takes up what any
+ * other free slot's journal still holds (cache_recover). The functions
+ * here know nothing of the sandbox, nor of journals.
  */
 #ifndef OSBFS_HOLDER_H
 #define OSBFS_HOLDER_H
@@ -33,6 +37,10 @@
 #define HOLDER_FINISH_MS 60000
 /* how long a new mount, or osbfs -u, waits for such a daemon to exit */
 #define HOLDER_WAIT_MS (HOLDER_FINISH_MS + 30000)
+/* how many mounts of one sandbox may use one cache dir at once */
+#define HOLDER_SLOTS 16
+/* where the slots past the first are, below the first */
+#define HOLDER_SLOTS_DIR "mounts"
 /* the most pending paths the lock file and .osb/info name */
 #define HOLDER_PENDING_MAX 100
 
@@ -62,16 +70,25 @@ struct pending {
 };
 
 /*
- * holder_take() - takes DIR/lock for this process and records it as
- * starting. When another daemon holds it: if its mount is gone (it is
- * finishing its last uploads), waits up to h->wait_ms for it to exit,
- * saying on stderr which pid it waits for and why; if it is still
- * mounted (or mounting), fails at once. -EBUSY then, with a message
- * naming its pid and mount point in @msg; another -errno if the file
+ * holder_take() - takes a slot of the cache dir @base for this process
+ * and records it as starting; *@ret_dir (malloc'd) is the slot's
+ * directory. A slot whose daemon was unmounted and is finishing its last
+ * uploads comes first: it waits up to h->wait_ms for that daemon to exit,
+ * saying on stderr which pid it waits for and why. Else the first slot
+ * nobody holds. -EBUSY when every slot is held by a live mount (or the
+ * wait ran out), with a message in @msg; another -errno if the slot
  * cannot be made. Not thread-safe (called once, at start).
  */
-int holder_take(struct holder *h, const char *dir, char *msg,
-		size_t msg_size);
+int holder_take(struct holder *h, const char *base, char **ret_dir,
+		char *msg, size_t msg_size);
+/* The directory of slot @i (0 .. HOLDER_SLOTS-1) of cache dir @base. */
+void holder_slot_dir(const char *base, int i, char *buf, size_t size);
+/*
+ * holder_try() - the lock of the slot at @dir, flock'ed, if nobody holds
+ * it: an fd to close when done. -EBUSY if someone does, -ENOENT if the
+ * slot has no lock file.
+ */
+int holder_try(const char *dir);
 /*
  * holder_set() - records this process (its pid: call it again after a
  * fork) in state @st; with HOLDER_MOUNTED, also the mount's device; with

@@ -107,17 +107,17 @@ static int init(struct cache *c, const char *cache_dir,
 	pthread_cond_init(&c->changed, NULL);
 	c->max_size = max_size;
 	snprintf(path, sizeof(path), "%s/%s", cache_dir, sandbox_id);
-	c->dir = strdup(path);
-	if (!c->dir)
+	c->base = strdup(path);
+	if (!c->base)
 		return -ENOMEM;
-	rc = mkdir_p(c->dir, 0700);
+	rc = mkdir_p(c->base, 0700);
 	if (rc) {
-		snprintf(msg, msg_size, "cache dir %s: %s", c->dir,
+		snprintf(msg, msg_size, "cache dir %s: %s", c->base,
 			 strerror(-rc));
 		return rc;
 	}
-	/* nothing below is touched before the lock is ours */
-	rc = holder_take(h, c->dir, msg, msg_size);
+	/* nothing in a slot is touched before its lock is ours */
+	rc = holder_take(h, c->base, &c->dir, msg, msg_size);
 	if (rc)
 		return rc;
 	c->dir_fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -179,6 +179,7 @@ void cache_release(struct cache *c)
 		close(c->dir_fd);
 	free(c->all);
 	free(c->dir);
+	free(c->base);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->changed);
 	free(c);

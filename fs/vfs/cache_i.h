@@ -114,9 +114,10 @@ struct left {
 };
 
 struct cache {
-	char *dir;              /* CACHE_DIR/<sandbox id> */
+	char *base;             /* CACHE_DIR/<sandbox id> */
+	char *dir;              /* this mount's slot of it (holder.h) */
 	struct node_table *nt;  /* the nodes the cfiles belong to */
-	int dir_fd;             /* CACHE_DIR/<sandbox id> */
+	int dir_fd;             /* @dir */
 	int files_fd;           /* .../files */
 	int journal_fd;         /* .../journal, O_APPEND (journal.c) */
 	int64_t journal_bytes;

@@ -288,12 +288,18 @@ static struct live *find_live(struct live *v, size_t n, uint64_t id)
 
 int journal_replay(struct cache *c, journal_replay_fn fn, void *arg)
 {
+	return journal_replay_at(c->dir_fd, c->dir, fn, arg);
+}
+
+int journal_replay_at(int dir_fd, const char *dir, journal_replay_fn fn,
+		      void *arg)
+{
 	struct live *v = NULL;
 	size_t n = 0, cap = 0;
 	int count = 0;
 
 	FILE *f = NULL;
-	int fd = openat(c->dir_fd, "journal", O_RDONLY | O_CLOEXEC);
+	int fd = openat(dir_fd, "journal", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0)
 		f = fdopen(fd, "r");
 	if (!f) {
@@ -356,7 +362,7 @@ int journal_replay(struct cache *c, journal_replay_fn fn, void *arg)
 		} else {
 			log_error("journal record %016llx in %s is unreadable; "
 				  "its data stays in files/",
-				  (unsigned long long)v[i].id, c->dir);
+				  (unsigned long long)v[i].id, dir);
 		}
 		free(v[i].line);
 	}

@@ -33,5 +33,9 @@ typedef void (*journal_replay_fn)(void *arg, uint64_t id,
 				  const struct journal_record *r);
 /* Calls @fn for each record still live in the journal; the count. */
 int journal_replay(struct cache *c, journal_replay_fn fn, void *arg);
+/* The same for the journal in directory @dir_fd (named @dir in
+ * messages): another slot's (recover.c). */
+int journal_replay_at(int dir_fd, const char *dir, journal_replay_fn fn,
+		      void *arg);
 
 #endif /* OSBFS_JOURNAL_H */

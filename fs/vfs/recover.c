@@ -2,26 +2,80 @@
  * recover.c - files a crashed or killed mount left dirty: their journal
  * records are replayed into new cfiles (cache_recover), each is put back
  * into the tree where this mount shows it, and the write-back uploads it
- * at once; one outside this mount's DIR is uploaded right here.
+ * at once; one outside this mount's DIR is uploaded right here. The
+ * journals of the cache dir's other slots that no mount holds (another
+ * mount of the sandbox that crashed, or exited with files it could not
+ * upload) are taken up too: their data is linked into this slot, their
+ * records replayed here, and once this slot's journal has them, theirs
+ * is removed.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cache_i.h"
+#include "holder.h"
 #include "journal.h"
 #include "log.h"
 #include "osbfs.h"
 #include "recover.h"
 #include "remote.h"
 
+/* Another slot, whose journal is being taken up. */
+struct other {
+	char dir[PATH_MAX];
+	int lock_fd;            /* its lock, held meanwhile */
+	int dir_fd;
+	int files_fd;
+	int count;              /* records taken up */
+};
+
 struct replay {
 	struct cache *c;
 	cache_recover_fn fn;
 	void *arg;
+	struct other *from;     /* NULL for this slot's own journal */
 };
+
+static bool id_known(struct cache *c, uint64_t id)
+{
+	bool known = false;
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->nall && !known; i++)
+		known = c->all[i]->id == id;
+	pthread_mutex_unlock(&c->lock);
+	return known;
+}
+
+/* Links the data of record @id from another slot into this one. False
+ * when there is nothing to take: this slot has it already (an earlier
+ * run took it up, and stopped before removing the other journal), or it
+ * cannot be linked (said in the log; it stays there). */
+static bool take_data(struct replay *rp, uint64_t id,
+		      const struct journal_record *r, const char *name)
+{
+	struct cache *c = rp->c;
+	struct other *o = rp->from;
+
+	if (id_known(c, id))
+		return false;
+	if (r->m.dir)
+		return true;
+	/* an unknown file of that name here is a leftover: sweep fodder */
+	if (linkat(o->files_fd, name, c->files_fd, name, 0) < 0 &&
+	    (errno != EEXIST || unlinkat(c->files_fd, name, 0) < 0 ||
+	     linkat(o->files_fd, name, c->files_fd, name, 0) < 0)) {
+		log_error("cannot take up %s from %s: %s (it stays there)",
+			  r->path, o->dir, strerror(errno));
+		return false;
+	}
+	return true;
+}
 
 static void replay_one(void *arg, uint64_t id, const struct journal_record *r)
 {
@@ -30,6 +84,11 @@ static void replay_one(void *arg, uint64_t id, const struct journal_record *r)
 	struct stat st;
 	char name[17];
 
+	cache_id_name(id, name);
+	if (rp->from && !r->left && !take_data(rp, id, r, name))
+		return;
+	if (rp->from)
+		rp->from->count++;
 	if (r->left) {
 		/* a copy to remove: due now */
 		pthread_mutex_lock(&c->lock);
@@ -41,7 +100,6 @@ static void replay_one(void *arg, uint64_t id, const struct journal_record *r)
 				  r->path, strerror(-rc));
 		return;
 	}
-	cache_id_name(id, name);
 	memset(&st, 0, sizeof(st));
 	if (!r->m.dir && fstatat(c->files_fd, name, &st, 0) < 0) {
 		log_error("the data of %s is missing from %s/files (%s); "
@@ -67,10 +125,77 @@ static void replay_one(void *arg, uint64_t id, const struct journal_record *r)
 	rp->fn(rp->arg, r->path, cf);
 }
 
+/* Opens slot @i of the cache dir if nobody holds it and it has a
+ * journal: 0, else -errno (-EBUSY: held; -ENOENT: no journal). */
+static int other_open(struct cache *c, int i, struct other *o)
+{
+	holder_slot_dir(c->base, i, o->dir, sizeof(o->dir));
+	o->dir_fd = o->files_fd = -1;
+	o->count = 0;
+	if (strcmp(o->dir, c->dir) == 0)
+		return -EEXIST;
+	o->lock_fd = holder_try(o->dir);
+	if (o->lock_fd < 0)
+		return o->lock_fd;
+	o->dir_fd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (o->dir_fd >= 0 && faccessat(o->dir_fd, "journal", F_OK, 0) == 0)
+		o->files_fd = openat(o->dir_fd, "files",
+				     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (o->files_fd >= 0)
+		return 0;
+	int rc = errno ? -errno : -ENOENT;
+	if (o->dir_fd >= 0)
+		close(o->dir_fd);
+	close(o->lock_fd);
+	return rc;
+}
+
+/* Once this slot's journal has what @o held: its journal and data go,
+ * and its lock says nothing is pending there. */
+static void other_clear(struct other *o)
+{
+	struct holder h = { .fd = o->lock_fd };
+	struct dirent *de;
+
+	if (unlinkat(o->dir_fd, "journal", 0) == 0)
+		fsync(o->dir_fd);
+	DIR *d = fdopendir(dup(o->files_fd));
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.')
+			unlinkat(o->files_fd, de->d_name, 0);
+	if (d)
+		closedir(d);
+	holder_set(&h, HOLDER_EXITED, NULL);
+}
+
+static void other_close(struct other *o)
+{
+	close(o->files_fd);
+	close(o->dir_fd);
+	close(o->lock_fd);
+}
+
 int cache_recover(struct cache *c, cache_recover_fn fn, void *arg)
 {
-	struct replay rp = { c, fn, arg };
+	struct replay rp = { c, fn, arg, NULL };
+	struct other others[HOLDER_SLOTS];
+	int n = 0;
+
 	int count = journal_replay(c, replay_one, &rp);
+	for (int i = 0; i < HOLDER_SLOTS && count >= 0; i++) {
+		if (other_open(c, i, &others[n]) != 0)
+			continue;
+		rp.from = &others[n];
+		int got = journal_replay_at(others[n].dir_fd, others[n].dir,
+					    replay_one, &rp);
+		if (got > 0)
+			count += got;
+		if (others[n].count)
+			log_info("took up %d unsaved changes left in %s by an "
+				 "earlier mount of this sandbox",
+				 others[n].count, others[n].dir);
+		n++;
+	}
 	pthread_mutex_lock(&c->lock);
 	cache_sweep(c);
 	int rc = journal_compact(c);
@@ -78,6 +203,14 @@ int cache_recover(struct cache *c, cache_recover_fn fn, void *arg)
 	if (rc)
 		log_error("cannot rewrite the journal in %s: %s", c->dir,
 			  strerror(-rc));
+	/* the new journal's name is on disk before the others go */
+	if (!rc && n && fsync(c->dir_fd) < 0)
+		rc = -errno;
+	for (int i = 0; i < n; i++) {
+		if (!rc)
+			other_clear(&others[i]);
+		other_close(&others[i]);
+	}
 	return count;
 }
 
