@@ -283,11 +283,23 @@ def test_pause_and_resume_verbs(mount, server):
     assert sb["status"]["state"] == "Running"
 
 
-def test_several_verbs_run_in_order_and_stop_at_the_first_failure(mount):
+def test_several_verbs_run_in_order(mount):
+    write(osb(mount, "ctl"), "invalidate\n  renew 3600 \n\nsync\n")
+    done = [l for l in log_lines(mount, "ctl: ") if l.endswith(" done")]
+    assert [l.split("ctl: ", 1)[1] for l in done][-3:] == ["invalidate done", "renew 3600 done",
+                                                           "sync done"]
+
+
+def test_a_write_with_one_bad_line_runs_none_of_them(mount):
     expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "invalidate\nfrobnicate\nrenew 3600\n")
     assert "frobnicate" in last_error(mount)
-    assert log_lines(mount, "ctl: invalidate done")
+    assert not log_lines(mount, "ctl: invalidate done")
     assert not log_lines(mount, "ctl: renew")
+    expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "sync\nrenew soon\n")
+    assert 'renew: "soon" is not a number of seconds' in last_error(mount)
+    assert not log_lines(mount, "ctl: sync done")
+    expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "sync\n" * 17)
+    assert "more than 16 commands" in last_error(mount)
 
 
 def test_kill_destroys_the_sandbox(make_mount, server, make_sandbox):

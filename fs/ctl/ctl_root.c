@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ctl_i.h"
+#include "ctl_parse.h"
 #include "holder.h"
 #include "life.h"
 #include "log.h"
@@ -23,10 +24,6 @@
 
 /* the longest `sync` waits for the uploads */
 #define SYNC_MS (10 * 60 * 1000)
-#define RENEW_MAX_S (10L * 365 * 24 * 3600)
-
-static const char verbs[] =
-	"pause, resume, renew [SECONDS], kill, sync, invalidate";
 
 /* ---- info ---- */
 
@@ -151,24 +148,6 @@ static int life_errno(int rc)
 	return rc == -EBUSY || rc == -ENOENT ? rc : fs_errno(rc);
 }
 
-static int verb_renew(struct osbfs *fs, const char *arg, char *msg,
-		      size_t msg_size)
-{
-	long secs = 0;
-	if (arg) {
-		char *end;
-		secs = strtol(arg, &end, 10);
-		if (*end || end == arg || secs <= 0 || secs > RENEW_MAX_S) {
-			snprintf(msg, msg_size,
-				 "renew: \"%s\" is not a number of seconds "
-				 "(1 to %ld)",
-				 arg, RENEW_MAX_S);
-			return -EINVAL;
-		}
-	}
-	return life_errno(life_renew(fs, secs, msg, msg_size));
-}
-
 static int verb_sync(struct osbfs *fs, char *msg, size_t msg_size)
 {
 	struct wb_stats st;
@@ -188,136 +167,85 @@ static int verb_sync(struct osbfs *fs, char *msg, size_t msg_size)
 	return -EIO;
 }
 
-/* Runs one verb (a line without its newline, trimmed). */
-static int exec_verb(struct ctl *c, char *line)
+/* Runs one verb of `ctl`. */
+static int run_verb(struct ctl *c, const struct ctl_verb *v)
 {
+	static const char *const names[] = {
+		[CTL_PAUSE] = "pause", [CTL_RESUME] = "resume",
+		[CTL_RENEW] = "renew", [CTL_KILL] = "kill",
+		[CTL_SYNC] = "sync",   [CTL_INVALIDATE] = "invalidate",
+	};
 	struct osbfs *fs = c->fs;
 	char msg[1200] = "";
-	char *save = NULL;
-	char *verb = strtok_r(line, " \t", &save);
-	char *arg = strtok_r(NULL, " \t", &save);
-	char *extra = strtok_r(NULL, " \t", &save);
-	int rc;
+	int rc = 0;
 
-	if (extra || (arg && strcmp(verb, "renew") != 0)) {
-		snprintf(msg, sizeof(msg), "ctl: \"%s\" takes %s", verb,
-			 strcmp(verb, "renew") == 0 ? "one number at most" :
-						      "no argument");
-		rc = -EINVAL;
-	} else if (strcmp(verb, "pause") == 0) {
+	switch (v->kind) {
+	case CTL_PAUSE:
 		rc = life_errno(life_pause(fs, msg, sizeof(msg)));
-	} else if (strcmp(verb, "resume") == 0) {
+		break;
+	case CTL_RESUME:
 		rc = life_errno(life_resume(fs, msg, sizeof(msg)));
-	} else if (strcmp(verb, "renew") == 0) {
-		rc = verb_renew(fs, arg, msg, sizeof(msg));
-	} else if (strcmp(verb, "kill") == 0) {
+		break;
+	case CTL_RENEW:
+		rc = life_errno(life_renew(fs, v->secs, msg, sizeof(msg)));
+		break;
+	case CTL_KILL:
 		rc = life_errno(life_kill(fs, msg, sizeof(msg)));
-	} else if (strcmp(verb, "sync") == 0) {
+		break;
+	case CTL_SYNC:
 		rc = verb_sync(fs, msg, sizeof(msg));
-	} else if (strcmp(verb, "invalidate") == 0) {
+		break;
+	case CTL_INVALIDATE:
 		fs_invalidate_all(fs);
-		rc = 0;
-	} else {
-		snprintf(msg, sizeof(msg),
-			 "ctl: unknown command \"%.100s\" (expected one of %s)",
-			 verb, verbs);
-		rc = -EINVAL;
+		break;
+	case CTL_JOB_KILL:
+	case CTL_JOB_SIGNAL:
+		return -EINVAL; /* not a verb of this ctl */
 	}
 	if (rc)
 		log_error("%s", msg[0] ? msg : strerror(-rc));
+	else if (v->kind == CTL_RENEW && v->secs)
+		log_info("ctl: renew %ld done", v->secs);
 	else
-		log_info("ctl: %s%s%s done", verb, arg ? " " : "",
-			 arg ? arg : "");
+		log_info("ctl: %s done", names[v->kind]);
 	return rc;
-}
-
-/*
- * Splits @len bytes into trimmed non-empty lines and calls @fn on each,
- * in order, stopping at the first failure. -EINVAL for binary data or
- * nothing but white space (@what names the file in the log).
- */
-static int each_line(const char *buf, size_t len, const char *what,
-		     int (*fn)(void *arg, char *line), void *arg)
-{
-	if (text_check_command(buf, len, false)) {
-		log_error("%s: not a command (binary data, or not UTF-8)", what);
-		return -EINVAL;
-	}
-	if (text_blank(buf, len)) {
-		log_error("%s: empty write", what);
-		return -EINVAL;
-	}
-	char *copy = strndup(buf, len);
-	if (!copy)
-		return -ENOMEM;
-	int rc = 0;
-	char *save = NULL;
-	for (char *l = strtok_r(copy, "\n", &save); !rc && l;
-	     l = strtok_r(NULL, "\n", &save)) {
-		while (*l == ' ' || *l == '\t')
-			l++;
-		size_t n = strlen(l);
-		while (n && strchr(" \t\r", l[n - 1]))
-			l[--n] = '\0';
-		if (n)
-			rc = fn(arg, l);
-	}
-	free(copy);
-	return rc;
-}
-
-static int ctl_line(void *arg, char *line)
-{
-	return exec_verb(arg, line);
 }
 
 int ctl_exec(struct ctl *c, const char *buf, size_t len)
 {
-	return each_line(buf, len, "ctl", ctl_line, c);
+	struct ctl_verbs vs;
+	char msg[300];
+	int rc = ctl_parse(buf, len, false, "ctl", &vs, msg, sizeof(msg));
+	if (rc == -EINVAL)
+		log_error("%s", msg);
+	for (size_t i = 0; !rc && i < vs.n; i++)
+		rc = run_verb(c, &vs.v[i]);
+	return rc;
 }
 
 /* ---- a job's ctl ---- */
-
-struct job_ctl {
-	struct ctl *c;
-	struct job *job;
-};
-
-static int job_line(void *arg, char *line)
-{
-	struct job_ctl *jc = arg;
-	const char *id = job_id(jc->job);
-	char *save = NULL;
-	char *verb = strtok_r(line, " \t", &save);
-	char *name = strtok_r(NULL, " \t", &save);
-	char *extra = strtok_r(NULL, " \t", &save);
-	int rc;
-
-	if (strcmp(verb, "kill") == 0 && !name) {
-		rc = job_signal(jc->c->jobs, jc->job, "TERM", true);
-	} else if (strcmp(verb, "signal") == 0 && name && !extra) {
-		rc = job_signal(jc->c->jobs, jc->job, name, false);
-		if (rc == -EINVAL)
-			log_error("jobs/%s/ctl: unknown signal \"%.40s\"", id,
-				  name);
-	} else {
-		log_error("jobs/%s/ctl: unknown command \"%.100s\" (expected "
-			  "kill, or signal NAME)",
-			  id, verb);
-		return -EINVAL;
-	}
-	if (rc == -ESRCH)
-		log_error("jobs/%s/ctl: %s: the job is not running", id, verb);
-	return rc;
-}
 
 int ctl_job_exec(struct ctl *c, struct job *job, const char *buf,
 		 size_t len)
 {
 	char what[JOB_ID_MAX + 16];
-	struct job_ctl jc = { c, job };
-	snprintf(what, sizeof(what), "jobs/%s/ctl", job_id(job));
-	return each_line(buf, len, what, job_line, &jc);
+	struct ctl_verbs vs;
+	char msg[300];
+	const char *id = job_id(job);
+
+	snprintf(what, sizeof(what), "jobs/%s/ctl", id);
+	int rc = ctl_parse(buf, len, true, what, &vs, msg, sizeof(msg));
+	if (rc == -EINVAL)
+		log_error("%s", msg);
+	for (size_t i = 0; !rc && i < vs.n; i++) {
+		const struct ctl_verb *v = &vs.v[i];
+		bool kill = v->kind == CTL_JOB_KILL;
+		rc = job_signal(c->jobs, job, kill ? "TERM" : v->sig, kill);
+		if (rc == -ESRCH)
+			log_error("%s: %s: the job is not running", what,
+				  kill ? "kill" : "signal");
+	}
+	return rc;
 }
 
 /* ---- egress ---- */
