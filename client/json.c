@@ -351,7 +351,8 @@ static int kv_from(const cJSON *o, struct osb_kvlist *l)
 	const cJSON *item;
 	cJSON_ArrayForEach(item, o)
 	{
-		if (cJSON_IsString(item) &&
+		/* an array has no keys: a server may send anything */
+		if (cJSON_IsString(item) && item->string &&
 		    osb_kvlist_add(l, item->string, item->valuestring))
 			return -ENOMEM;
 	}

@@ -177,8 +177,8 @@ static void test_policy(void)
 		"[]", "{}", "{\"defaultAction\":\"maybe\"}", "not json",
 		"{\"defaultAction\":\"deny\",\"egress\":{}}",
 		"{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\"}]}",
-		"{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"x\","
-		"\"target\":\"a\"}]}",
+		("{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"x\","
+		 "\"target\":\"a\"}]}"),
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		p = json_policy(bad[i], NULL, why, sizeof(why));

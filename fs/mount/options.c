@@ -82,7 +82,8 @@ int parse_duration_ms(const char *s, long *ret)
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (errno || end == s || v < 0)
+	/* !(v >= 0): NaN too */
+	if (errno || end == s || !(v >= 0))
 		return -EINVAL;
 	double mult;
 	if (!*end || strcmp(end, "s") == 0)
@@ -109,7 +110,8 @@ int parse_size(const char *s, int64_t *ret)
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (errno || end == s || v < 0)
+	/* !(v >= 0): NaN too */
+	if (errno || end == s || !(v >= 0))
 		return -EINVAL;
 	double mult = 1;
 	switch (*end) {
@@ -133,7 +135,10 @@ int parse_size(const char *s, int64_t *ret)
 	if (*end && end[1] && strcmp(end + 1, "B") != 0 &&
 	    strcmp(end + 1, "iB") != 0 && strcmp(end + 1, "i") != 0)
 		return -EINVAL;
-	*ret = (int64_t)(v * mult);
+	v *= mult;
+	if (!(v < 0x1p62)) /* past what an int64_t holds, or NaN */
+		return -EINVAL;
+	*ret = (int64_t)v;
 	return 0;
 }
 
