@@ -164,6 +164,11 @@ int main(int argc, char **argv)
 	char user[256] = "";
 	bool fake = false, verbose = false;
 
+	if (argc == 2 && (strcmp(argv[1], "-V") == 0 ||
+			  strcmp(argv[1], "--version") == 0)) {
+		printf(PROG " (osbfs %s)\n", OSBFS_VERSION);
+		return 0;
+	}
 	if (argc < 3 || argv[1][0] == '-' || argv[2][0] == '-')
 		return usage();
 	for (int i = 3; i < argc; i++) {
