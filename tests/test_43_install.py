@@ -93,16 +93,22 @@ class Daemons:
             self.env[k] = (prev + ":" if prev else "") + "log_path=" + \
                 os.path.join(workdir, k.split("_")[0].lower())
 
-    def options(self, n, *extra):
-        """The options of mount number @n: the connection (as an fstab line
-        must carry it), its own cache dir and log file, and @extra."""
-        opts = ["domain=%s:%d" % (self.server.host, self.server.port),
-                "api_key_file=" + self.keyfile,
-                "cache_dir=" + os.path.join(self.workdir, "cache%d" % n),
+    def connection(self):
+        """What an fstab line must carry: the server and the key file."""
+        return {"domain": "%s:%d" % (self.server.host, self.server.port),
+                "api_key_file": self.keyfile}
+
+    def local_options(self, n):
+        """Mount number @n's own cache dir and log file (and TLS)."""
+        opts = ["cache_dir=" + os.path.join(self.workdir, "cache%d" % n),
                 "log_file=" + os.path.join(self.workdir, "log%d" % n)]
         if self.server.scheme == "https":
             opts += ["protocol=https", "insecure"]
-        return ",".join(opts + list(extra))
+        return opts
+
+    def options(self, n, *extra):
+        conn = ["%s=%s" % kv for kv in self.connection().items()]
+        return ",".join(conn + self.local_options(n) + list(extra))
 
     def mountpoint(self, n):
         p = os.path.join(self.workdir, "mnt%d" % n)
@@ -318,20 +324,35 @@ def test_mount_t_fuse_osbfs(daemons, make_sandbox):
     daemons.wait_gone(mnt)
 
 
+def readme_fstab():
+    """The fstab lines of README's Installing section."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("# /etc/fstab\n", 1)[1].split("```", 1)[0]
+    return [l.split() for l in block.splitlines() if l.strip()]
+
+
 def test_fstab_lines_by_id_and_by_name(daemons, make_sandbox, cleanup_sandboxes, server, workdir):
-    """The README's two fstab lines, with this server's connection: one by
-    sandbox id (as /proc/mounts shows a mount), one by name= (source
-    "osbfs": no id)."""
+    """README's two fstab lines as printed, but for this server, its key
+    file and these mount points: one by sandbox id (as /proc/mounts shows
+    a mount), one by name= (source "osbfs": no id)."""
     sid = make_sandbox()
     by_id, by_name = daemons.mountpoint(1), daemons.mountpoint(2)
-    name = "fstab-%d" % os.getpid()
+    (src1, _, type1, opts1, _, _), (src2, _, type2, opts2, _, _) = readme_fstab()
+    assert src1 == "osbfs#ID:/workspace" and src2 == "osbfs"
+    assert "name=myproject" in opts2.split(",")
+    subst = dict(daemons.connection(), name="fstab-%d" % os.getpid())
+
+    def ours(opts, n):
+        out = []
+        for o in opts.split(","):
+            key = o.split("=", 1)[0]
+            out.append("%s=%s" % (key, subst[key]) if key in subst else o)
+        return ",".join(out + daemons.local_options(n))
     fstab = os.path.join(workdir, "fstab")
     with open(fstab, "w") as f:
         f.write("# osbfs mounts\n")
-        f.write("osbfs#%s:/workspace  %s  fuse.osbfs  %s  0  0\n"
-                % (sid, by_id, daemons.options(1, "_netdev,nofail")))
-        f.write("osbfs  %s  fuse.osbfs  %s  0  0\n"
-                % (by_name, daemons.options(2, "name=" + name, DROPPED)))
+        f.write("%s  %s  %s  %s  0  0\n" % (src1.replace("ID", sid), by_id, type1, ours(opts1, 1)))
+        f.write("%s  %s  %s  %s  0  0\n" % (src2, by_name, type2, ours(opts2, 2)))
     with helper_in_sbin():
         r1 = daemons.run(["mount", "--fstab", fstab, by_id], by_id)
         r2 = daemons.run(["mount", "--fstab", fstab, by_name], by_name)
@@ -346,7 +367,7 @@ def test_fstab_lines_by_id_and_by_name(daemons, make_sandbox, cleanup_sandboxes,
     assert listed.get(os.path.realpath(by_name)) == "osbfs#%s:/workspace" % named
     assert proc_mounts_entry(by_name) == ("osbfs#%s:/workspace" % named, "fuse.osbfs")
     st, _, b = server.request("GET", "/v1/sandboxes/" + named)
-    assert st == 200 and b["metadata"].get("name") == name, b
+    assert st == 200 and b["metadata"].get("name") == subst["name"], b
     # one unmounted by umount(8), the other by osbfs -u
     r = subprocess.run(["umount", by_id], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
