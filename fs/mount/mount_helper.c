@@ -60,8 +60,8 @@ static size_t opt_len(const char *list)
 
 /* Appends @list's options but the dropped ones to @out (size @size),
  * comma-separated; setuid=USER goes to @user. 0 or -E2BIG. */
-static int filter_options(const char *list, char *out, size_t size,
-			  char *user, size_t user_size)
+static int filter_options(const char *list, char *out, size_t size, char *user,
+			  size_t user_size)
 {
 	size_t len = strlen(out);
 
@@ -164,8 +164,8 @@ int main(int argc, char **argv)
 	char user[256] = "";
 	bool fake = false, verbose = false;
 
-	if (argc == 2 && (strcmp(argv[1], "-V") == 0 ||
-			  strcmp(argv[1], "--version") == 0)) {
+	if (argc == 2 &&
+	    (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0)) {
 		printf(PROG " (osbfs %s)\n", OSBFS_VERSION);
 		return 0;
 	}
@@ -184,8 +184,8 @@ int main(int argc, char **argv)
 			}
 		} else if (strcmp(a, "-t") == 0) {
 			i++; /* fuse.osbfs: we know */
-		} else if (a[0] == '-' && a[1] && strspn(a + 1, "sfnv") ==
-							  strlen(a + 1)) {
+		} else if (a[0] == '-' && a[1] &&
+			   strspn(a + 1, "sfnv") == strlen(a + 1)) {
 			fake |= strchr(a, 'f') != NULL;
 			verbose |= strchr(a, 'v') != NULL;
 		} else {
@@ -220,7 +220,6 @@ int main(int argc, char **argv)
 		setenv("HOME", pw ? pw->pw_dir : "/", 0);
 	}
 	execvp(args[0], (char *const *)args);
-	fprintf(stderr, PROG ": cannot run %s: %s\n", args[0],
-		strerror(errno));
+	fprintf(stderr, PROG ": cannot run %s: %s\n", args[0], strerror(errno));
 	return 1;
 }
