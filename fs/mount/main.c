@@ -90,6 +90,34 @@ static void log_for_daemon(struct osbfs *fs)
 	}
 }
 
+/* What /proc/mounts and findmnt show: source osbfs#ID:DIR, type
+ * fuse.osbfs. Put first, so an fsname= or subtype= of the user's wins. */
+static int add_mount_name(struct fuse_args *args, const char *id,
+			  const char *dir)
+{
+	static const char head[] = "-osubtype=osbfs,fsname=osbfs#";
+	size_t n = strlen(id) + 1 + strlen(dir);
+	char *name = malloc(n + 1);
+	char *arg = malloc(sizeof(head) + 2 * n);
+	int rc = -ENOMEM;
+
+	if (name && arg) {
+		snprintf(name, n + 1, "%s:%s", id, dir);
+		char *w = arg + sprintf(arg, "%s", head);
+		/* fuse_opt splits at ',' and takes '\' as an escape */
+		for (const char *r = name; *r; r++) {
+			if (*r == ',' || *r == '\\')
+				*w++ = '\\';
+			*w++ = *r;
+		}
+		*w = '\0';
+		rc = fuse_opt_insert_arg(args, 1, arg) ? -ENOMEM : 0;
+	}
+	free(name);
+	free(arg);
+	return rc;
+}
+
 static void raise_nofile(void)
 {
 	struct rlimit rl;
@@ -200,6 +228,16 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	fs.sandbox_id = osb_sandbox_id(fs.sb);
+	/* the session again, now that the mount's name is known */
+	fuse_session_destroy(fs.se);
+	fs.se = NULL;
+	if (add_mount_name(&opt.fuse_args, fs.sandbox_id, opt.dir) == 0)
+		fs.se = fuse_session_new(&opt.fuse_args, &ops, sizeof(ops),
+					 &fs);
+	if (!fs.se) {
+		fprintf(stderr, "osbfs: cannot start a FUSE session\n");
+		goto out;
+	}
 	/* once mounted, ride out a restart of the server (about 8 to 16 s
 	 * of retries) before an operation fails with EIO */
 	osb_client_set_retries(fs.client, MOUNTED_RETRIES);
