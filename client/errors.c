@@ -148,10 +148,7 @@ int osb_errno_from_curl(int curl_code)
 	case CURLE_URL_MALFORMAT:
 	case CURLE_UNSUPPORTED_PROTOCOL:
 		return EINVAL;
-	case CURLE_READ_ERROR:
-	case CURLE_WRITE_ERROR:
-		return EIO;
-	default:
+	default: /* CURLE_READ_ERROR, CURLE_WRITE_ERROR and the rest */
 		return EIO;
 	}
 }

@@ -158,12 +158,13 @@ static int stat_from(const cJSON *o, struct osb_stat *st)
 	owner = owner ? owner : "";
 	group = group ? group : "";
 	size_t pl = strlen(path) + 1, ol = strlen(owner) + 1;
-	char *block = malloc(pl + ol + strlen(group) + 1);
+	size_t gl = strlen(group) + 1;
+	char *block = malloc(pl + ol + gl);
 	if (!block)
 		return -ENOMEM;
 	memcpy(block, path, pl);
 	memcpy(block + pl, owner, ol);
-	strcpy(block + pl + ol, group);
+	memcpy(block + pl + ol, group, gl);
 	st->path = block;
 	st->owner = block + pl;
 	st->group = block + pl + ol;

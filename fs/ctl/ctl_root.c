@@ -23,7 +23,7 @@
 #include "writeback.h"
 
 /* the longest `sync` waits for the uploads */
-#define SYNC_MS (10 * 60 * 1000)
+#define SYNC_MS (10L * 60 * 1000)
 
 /* ---- info ---- */
 

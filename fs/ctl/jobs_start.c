@@ -19,7 +19,7 @@
 #include "writeback.h"
 
 /* the longest a start waits for dirty files to reach the sandbox */
-#define START_FLUSH_MS (10 * 60 * 1000)
+#define START_FLUSH_MS (10L * 60 * 1000)
 
 /* Whether a failed command start may still have reached execd (then the
  * job is taken as started, and the monitor finds out). */

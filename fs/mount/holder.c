@@ -243,11 +243,9 @@ int holder_set(struct holder *h, enum holder_state st,
 	}
 	int rc = 0;
 	ssize_t w = pwrite(h->fd, buf, len, 0);
-	if (w < 0)
-		rc = -errno;
-	else if ((size_t)w != len)
+	if (w >= 0 && (size_t)w != len)
 		rc = -EIO;
-	else if (ftruncate(h->fd, (off_t)len) != 0)
+	else if (w < 0 || ftruncate(h->fd, (off_t)len) != 0)
 		rc = -errno;
 	free(buf);
 	return rc;

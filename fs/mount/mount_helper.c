@@ -74,9 +74,10 @@ static int filter_options(const char *list, char *out, size_t size, char *user,
 		opt[n] = '\0';
 		list += n + (list[n] == ',');
 		if (strncmp(opt, "setuid=", 7) == 0) {
-			if (strlen(opt + 7) >= user_size)
+			size_t ul = strlen(opt + 7) + 1;
+			if (ul > user_size)
 				return -E2BIG;
-			strcpy(user, opt + 7);
+			memcpy(user, opt + 7, ul);
 			continue;
 		}
 		if (is_dropped(opt))

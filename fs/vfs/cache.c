@@ -473,7 +473,7 @@ int cache_mark_dirty(struct cache *c, struct cfile *cf, const char *path,
 	pthread_mutex_lock(&c->lock);
 	cf->wgen++;
 	if (rewrite || !cf->dirty || !cf->record_path ||
-	    strcmp(cf->record_path, path)) {
+	    strcmp(cf->record_path, path) != 0) {
 		rc = record_write(c, cf, path);
 		if (rc)
 			log_error("cannot write the dirty record of %s in %s: %s",

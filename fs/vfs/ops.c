@@ -162,7 +162,7 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 		free(shown);
 		free(path);
 	}
-	st->st_blksize = 128 * 1024;
+	st->st_blksize = (blksize_t)128 * 1024;
 	st->st_blocks = (st->st_size + 511) / 512;
 }
 

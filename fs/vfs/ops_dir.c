@@ -90,14 +90,14 @@ static uint64_t dirh_sig(const struct dirh *dh)
 	uint64_t h = 14695981039346656037ULL;
 	for (size_t i = 0; i < dh->n; i++) {
 		const struct dent *d = &dh->e[i];
-		uint64_t f[2] = { d->ino, d->type };
 		const unsigned char *p = (const unsigned char *)d->name;
 		size_t len = strlen(d->name) + 1;
 		for (size_t k = 0; k < len; k++)
 			h = (h ^ p[k]) * 1099511628211ULL;
-		p = (const unsigned char *)f;
-		for (size_t k = 0; k < sizeof(f); k++)
-			h = (h ^ p[k]) * 1099511628211ULL;
+		uint64_t f[2] = { d->ino, d->type };
+		for (size_t k = 0; k < 16; k++)
+			h = (h ^ ((f[k / 8] >> (k % 8 * 8)) & 0xff)) *
+			    1099511628211ULL;
 	}
 	return h ? h : 1;
 }
