@@ -24,6 +24,7 @@ SANITIZER_WORDS = (
     "ERROR: LeakSanitizer",
     "runtime error:",
     "ERROR: ThreadSanitizer",
+    "WARNING: ThreadSanitizer",
     "SUMMARY: UndefinedBehaviorSanitizer",
 )
 
