@@ -216,7 +216,9 @@ int osb_thread_set_retries(int max_retries);
 /* "http://localhost:8080": the base URL of the lifecycle API (no key). */
 const char *osb_client_base_url(const struct osb_client *c);
 
-/* Counters since the client was made, for tests and `info`. */
+/* Counters since the client was made, for tests and `info`. Bytes are
+ * counted as they move (a transfer's progress can be watched from
+ * another thread). */
 struct osb_client_stats {
 	uint64_t requests;    /* HTTP requests sent, retries included */
 	uint64_t retries;     /* of which retries */
@@ -259,6 +261,11 @@ typedef void (*osb_trace_fn)(void *arg, const char *method, const char *path,
 /* Calls @fn after every exchange (NULL: none). Set before other threads
  * use the client. */
 void osb_client_set_trace(struct osb_client *c, osb_trace_fn fn, void *arg);
+/* An exchange as one line for a log: "GET /path -> 200, 12 ms" (the
+ * error instead of a status when no answer came; " (try N)" on a retry). */
+void osb_trace_format(char *buf, size_t size, const char *method,
+		      const char *path, int status, const char *error,
+		      long ms, int attempt);
 
 /* ------------------------------------------------------------------ */
 /* Key/value lists (env, metadata, headers) */
