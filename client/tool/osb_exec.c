@@ -253,7 +253,9 @@ int cmd_exec(struct osb_cli *cli, int argc, char **argv)
 		st = cli_usage("no command given");
 	if (st) {
 		osb_kvlist_release(&a.envs);
-		return st == 2 ? 255 : st;
+		/* `exec` fails as ssh does (255: not the command's status);
+		 * `command run` as the official CLI (2: a usage error) */
+		return st == 2 && strcmp(argv[0], "exec") == 0 ? 255 : st;
 	}
 	if (a.background) {
 		st = start_background(cli, &a, argv[0]);
