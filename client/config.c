@@ -187,12 +187,12 @@ static char *parse_string(const char **pp, const char **why)
 			int nd = c == 'u' ? 4 : 8;
 			unsigned long cp = 0;
 			for (int i = 0; i < nd; i++) {
+				char h[2] = { p[i], '\0' };
 				if (!isxdigit((unsigned char)p[i])) {
 					*why = "a bad \\u escape";
 					goto fail;
 				}
-				cp = cp * 16 + (unsigned long)(isdigit((unsigned char)p[i]) ?
-					p[i] - '0' : (tolower((unsigned char)p[i]) - 'a' + 10));
+				cp = cp * 16 + strtoul(h, NULL, 16);
 			}
 			p += nd;
 			int n = put_utf8(o, cp);

@@ -247,6 +247,7 @@ enum {
 	OPT_NO_PROXY,
 	OPT_CONFIG,
 	OPT_VERSION,
+	OPT_NO_COLOR,
 };
 
 struct globals {
@@ -281,6 +282,7 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 		{ "header", required_argument, NULL, 'H' },
 		{ "sandbox", required_argument, NULL, 's' },
 		{ "version", no_argument, NULL, OPT_VERSION },
+		{ "no-color", no_argument, NULL, OPT_NO_COLOR },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -364,6 +366,8 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 		case OPT_VERSION:
 			printf("osb %s\n", OSBFS_VERSION);
 			return 0;
+		case OPT_NO_COLOR:
+			break; /* the official CLI's: osb has no colours */
 		case 'h':
 			cli_help_main(stdout);
 			return 0;

@@ -677,6 +677,9 @@ int cmd_write(struct osb_cli *cli, int argc, char **argv)
 	if (first + 1 != argc)
 		return cli_usage("usage: osb file write SANDBOX_ID PATH [-c TEXT]");
 	size_t len = 0;
+	if (!f.content && isatty(STDIN_FILENO))
+		fprintf(stderr, "osb: reading the file from stdin (Ctrl-D "
+				"ends it)\n");
 	char *text = f.content ? strdup(f.content) : cli_slurp(NULL, &len);
 	if (!text)
 		return cli_fail("write", -ENOMEM, NULL);

@@ -2,6 +2,7 @@
  * osb_lifecycle.c - `osb sandbox create|list|get|kill|pause|resume|renew|
  * endpoint`, and their older spellings (create, list, info...).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -275,6 +276,10 @@ int cmd_list(struct osb_cli *cli, int argc, char **argv)
 		case 's':
 			if (ns + 1 >= 16)
 				return cli_usage("too many --state");
+			/* "running" is "Running", as the official CLI takes it */
+			for (char *q = optarg; *q; q++)
+				*q = (char)(q == optarg ? toupper((unsigned char)*q) :
+							  tolower((unsigned char)*q));
 			states[ns++] = optarg;
 			break;
 		case 'm':

@@ -237,8 +237,8 @@ static int print_rows(const cJSON *a, const char *const *cols)
 			const cJSON *v = row;
 			char name[128];
 			snprintf(name, sizeof(name), "%s", cols[c]);
-			for (char *save, *part = strtok_r(name, ".", &save); part && v;
-			     part = strtok_r(NULL, ".", &save))
+			char *save, *part = strtok_r(name, ".", &save);
+			for (; part && v; part = strtok_r(NULL, ".", &save))
 				v = cJSON_GetObjectItemCaseSensitive(v, part);
 			cells[r * nc + c] = cell(v);
 		}
