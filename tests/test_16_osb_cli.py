@@ -443,3 +443,29 @@ def test_osbfs_fails_at_once_on_a_malformed_settings_file(server, home, tmp_path
         m.stop(check=False)
     after = server.request("GET", "/v1/sandboxes?pageSize=200")[2]["pagination"]["totalItems"]
     assert after == before
+
+
+def test_osbfs_options_win_over_the_settings_file(make_mount, home):
+    # the file names a server that is not there; domain= and the key in
+    # the environment (what make_mount gives) are what count
+    write_cfg(home, '[connection]\ndomain = "127.0.0.1:1"\napi_key = "wrong"\n')
+    m = make_mount(env={"HOME": str(home)})
+    with open(m.p("x.txt"), "w") as f:
+        f.write("x")
+    fsync_path(m.p("x.txt"))
+
+
+def test_osbfs_makes_a_sandbox_with_the_files_defaults(server, home, tmp_path):
+    write_cfg(home, '[connection]\ndomain = "%s:%d"\napi_key = "%s"\n[defaults]\nimage = "python:3.12"\n'
+              'timeout = "15m"\n' % (server.host, server.port, server.api_key))
+    m = SettingsMount(server, home, options=["destroy_on_unmount"], workdir=str(tmp_path / "m"))
+    try:
+        m.start()
+        st, _, b = server.request("GET", "/v1/sandboxes/" + m.sandbox_id)
+        assert st == 200 and b["image"] == {"uri": "python:3.12"}, b
+        created = time.mktime(time.strptime(b["createdAt"][:19], "%Y-%m-%dT%H:%M:%S"))
+        expires = time.mktime(time.strptime(b["expiresAt"][:19], "%Y-%m-%dT%H:%M:%S"))
+        assert abs(expires - created - 900) < 5, b
+    finally:
+        m.stop()
+    assert server.request("GET", "/v1/sandboxes/" + m.sandbox_id)[0] == 404
