@@ -469,3 +469,7 @@ def test_osbfs_makes_a_sandbox_with_the_files_defaults(server, home, tmp_path):
     finally:
         m.stop()
     assert server.request("GET", "/v1/sandboxes/" + m.sandbox_id)[0] == 404
+
+
+def test_older_exec_keeps_dash_h_and_dash_o_for_the_command(osb):
+    assert osb.ok("exec", "echo", "-h", "-o", "x").out == "-h -o x\n"

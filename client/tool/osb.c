@@ -161,10 +161,24 @@ static int parse_format(const char *s, enum cli_format *ret)
 static int common_opts(struct osb_cli *cli, const struct cli_cmd *c,
 		       int *argc, char **argv)
 {
+	/* a command run without "--" (the older spelling) is all the
+	 * command's from its first word on: `osb exec ls -h` runs ls -h */
+	static const char *const runs[] = { "exec", "spawn", "code", "run" };
+	bool session = strcmp(c->name, "session") == 0 && *argc > 1 &&
+		       argv[1][0] != '-';
+	bool stop_at_word = session && *argc > 1 && strcmp(argv[1], "run") == 0;
+	for (size_t k = 0; k < sizeof(runs) / sizeof(runs[0]); k++)
+		stop_at_word |= strcmp(c->name, runs[k]) == 0;
+	for (int i = 1; stop_at_word && i < *argc; i++)
+		stop_at_word = strcmp(argv[i], "--") != 0;
 	int out = 1;
 	for (int i = 1; i < *argc; i++) {
 		const char *a = argv[i], *v = NULL;
-		if (strcmp(a, "--") == 0) {
+		if (session && i == 1) { /* its verb */
+			argv[out++] = argv[i];
+			continue;
+		}
+		if (strcmp(a, "--") == 0 || (stop_at_word && a[0] != '-')) {
 			for (; i < *argc; i++)
 				argv[out++] = argv[i];
 			break;
