@@ -425,8 +425,13 @@ static int read_file(const char *path, char **ret, struct stat *st,
 			osb_error_set(err, 0, "", "%s: %s", path, strerror(e));
 		return -e;
 	}
-	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) ||
-	    st->st_size > CFG_MAX_SIZE) {
+	if (fstat(fd, st) < 0) {
+		int e = errno;
+		osb_error_set(err, 0, "", "%s: %s", path, strerror(e));
+		close(fd);
+		return -e;
+	}
+	if (!S_ISREG(st->st_mode) || st->st_size > CFG_MAX_SIZE) {
 		int e = S_ISREG(st->st_mode) ? EFBIG : EINVAL;
 		osb_error_set(err, 0, "", "%s: %s", path,
 			      e == EFBIG ? "too large for a settings file" :
@@ -639,7 +644,8 @@ int osb_duration_parse(const char *s, long *ret_secs)
 	return 0;
 }
 
-int osb_cfgfile_init(const char *path, bool force, struct osb_error *err)
+/* The directory of @path, made (0700) if missing: ~/.opensandbox. */
+static int make_parent(const char *path, struct osb_error *err)
 {
 	char dir[4096];
 	snprintf(dir, sizeof(dir), "%s", path);
@@ -652,6 +658,14 @@ int osb_cfgfile_init(const char *path, bool force, struct osb_error *err)
 			return -e;
 		}
 	}
+	return 0;
+}
+
+int osb_cfgfile_init(const char *path, bool force, struct osb_error *err)
+{
+	int rc = make_parent(path, err);
+	if (rc)
+		return rc;
 	int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
 		    (force ? O_TRUNC : O_EXCL);
 	int fd = open(path, flags, 0600);
@@ -665,7 +679,7 @@ int osb_cfgfile_init(const char *path, bool force, struct osb_error *err)
 			osb_error_set(err, 0, "", "%s: %s", path, strerror(e));
 		return -e;
 	}
-	int rc = osb_write_all(fd, template_text, strlen(template_text));
+	rc = osb_write_all(fd, template_text, strlen(template_text));
 	if (close(fd) < 0 && !rc)
 		rc = -errno;
 	if (rc)
@@ -869,10 +883,12 @@ int osb_cfgfile_set(const char *path, const char *name, const char *value,
 	if (rc == -ENOENT) {
 		text = strdup(template_text);
 		st.st_mode = 0600;
-		rc = text ? 0 : -ENOMEM;
+		rc = text ? make_parent(path, err) : -ENOMEM;
 	}
-	if (rc)
+	if (rc) {
+		free(text);
 		return rc;
+	}
 	text_len = strlen(text);
 	/* a file this reader refuses is not edited blindly */
 	rc = osb_cfgfile_parse(path, text, &f, err);

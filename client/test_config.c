@@ -182,9 +182,9 @@ static void test_set(void)
 		CHECK(!f.key_exposed, "no key");
 		osb_cfgfile_release(&f);
 	}
-	/* set on no file: made from the template, 0600 */
+	/* set on no file (nor directory): made from the template, 0600 */
 	char path2[256];
-	snprintf(path2, sizeof(path2), "%s/sub/other.toml", dir);
+	snprintf(path2, sizeof(path2), "%s/sub2/other.toml", dir);
 	CHECK(osb_cfgfile_set(path2, "connection.api_key", "s3cret", &err) == 0,
 	      "set on no file: %s", err.message);
 	CHECK(stat(path2, &st) == 0 && (st.st_mode & 0777) == 0600, "new file mode");
@@ -205,6 +205,8 @@ static void test_set(void)
 	unlink(path);
 	unlink(path2);
 	snprintf(path, sizeof(path), "%s/sub", dir);
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/sub2", dir);
 	rmdir(path);
 	rmdir(dir);
 }
