@@ -473,3 +473,11 @@ def test_osbfs_makes_a_sandbox_with_the_files_defaults(server, home, tmp_path):
 
 def test_older_exec_keeps_dash_h_and_dash_o_for_the_command(osb):
     assert osb.ok("exec", "echo", "-h", "-o", "x").out == "-h -o x\n"
+
+
+def test_sandbox_create_short_options(server, osbc, cleanup_sandboxes):
+    sid = osbc.ok("sandbox", "create", "-i", "python:3.11", "-t", "1h", "-e", "A=1", "-m", "k=v").out.strip()
+    cleanup_sandboxes.append(sid)
+    b = server.request("GET", "/v1/sandboxes/" + sid)[2]
+    assert b["image"] == {"uri": "python:3.11"} and b["metadata"] == {"k": "v"}
+    assert server.run(sid, 'echo "$A"')[:2] == (0, "1\n")

@@ -71,9 +71,9 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "image", required_argument, NULL, 'i' },
-		{ "entrypoint", required_argument, NULL, 'e' },
+		{ "entrypoint", required_argument, NULL, 'P' },
 		{ "timeout", required_argument, NULL, 't' },
-		{ "env", required_argument, NULL, 'E' },
+		{ "env", required_argument, NULL, 'e' },
 		{ "metadata", required_argument, NULL, 'm' },
 		{ "network-policy", required_argument, NULL, 'n' },
 		{ "network-policy-file", required_argument, NULL, 'n' },
@@ -109,38 +109,50 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 			p.image = optarg;
 			break;
 		case 'r':
-			if (strncmp(optarg, "cpu=", 4) == 0)
+			if (strncmp(optarg, "cpu=", 4) == 0) {
 				p.cpu = optarg + 4;
-			else if (strncmp(optarg, "memory=", 7) == 0)
+			} else if (strncmp(optarg, "memory=", 7) == 0) {
 				p.memory = optarg + 7;
-			else
-				return cli_usage("bad --resource %s (cpu=N or "
-						 "memory=N)",
-						 optarg);
+			} else {
+				status = cli_usage("bad --resource %s (cpu=N "
+						   "or memory=N)",
+						   optarg);
+				goto out;
+			}
 			break;
 		case 'R':
-			if (osb_duration_parse(optarg, &ready_s) || !ready_s)
-				return cli_usage("bad --ready-timeout %s",
-						 optarg);
+			if (osb_duration_parse(optarg, &ready_s) || !ready_s) {
+				status = cli_usage("bad --ready-timeout %s",
+						   optarg);
+				goto out;
+			}
 			break;
-		case 'e':
-			if (nep + 1 >= sizeof(ep) / sizeof(ep[0]))
-				return cli_usage("too many --entrypoint");
+		case 'P':
+			if (nep + 1 >= sizeof(ep) / sizeof(ep[0])) {
+				status = cli_usage("too many --entrypoint");
+				goto out;
+			}
 			ep[nep++] = optarg;
 			break;
 		case 't':
 			timeout_arg = optarg;
 			if (osb_duration_parse(optarg, &v) ||
-			    (!v && strcasecmp(optarg, "none") != 0))
-				return cli_usage("bad --timeout %s", optarg);
+			    (!v && strcasecmp(optarg, "none") != 0)) {
+				status = cli_usage("bad --timeout %s", optarg);
+				goto out;
+			}
 			break;
-		case 'E':
-			if (osb_kvlist_add_pair(&env, optarg))
-				return cli_usage("bad --env %s", optarg);
+		case 'e':
+			if (osb_kvlist_add_pair(&env, optarg)) {
+				status = cli_usage("bad --env %s", optarg);
+				goto out;
+			}
 			break;
 		case 'm':
-			if (osb_kvlist_add_pair(&md, optarg))
-				return cli_usage("bad --metadata %s", optarg);
+			if (osb_kvlist_add_pair(&md, optarg)) {
+				status = cli_usage("bad --metadata %s", optarg);
+				goto out;
+			}
 			break;
 		case 'n':
 			free(policy);
@@ -148,7 +160,8 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 			if (!policy) {
 				fprintf(stderr, "osb: %s: %s\n", optarg,
 					strerror(errno));
-				return 1;
+				status = 1;
+				goto out;
 			}
 			break;
 		case 'c':
@@ -161,15 +174,20 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 			wait = false;
 			break;
 		default:
-			return 2;
+			status = 2;
+			goto out;
 		}
 	}
-	if (optind < argc)
-		return cli_usage("create takes no arguments");
+	if (optind < argc) {
+		status = cli_usage("create takes no arguments");
+		goto out;
+	}
 	if (timeout_arg && (osb_duration_parse(timeout_arg, &v) ||
-			    (!v && strcasecmp(timeout_arg, "none") != 0)))
-		return cli_usage("bad [defaults] timeout \"%s\" in %s",
-				 timeout_arg, cli->config_path);
+			    (!v && strcasecmp(timeout_arg, "none") != 0))) {
+		status = cli_usage("bad [defaults] timeout \"%s\" in %s",
+				   timeout_arg, cli->config_path);
+		goto out;
+	}
 	if (timeout_arg)
 		p.timeout_s = v;
 	ep[nep] = NULL;
