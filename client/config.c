@@ -1,15 +1,14 @@
 /*
  * config.c - the settings file the official OpenSandbox CLI keeps
- * (~/.opensandbox/config.toml), read and edited here for `osb` and osbfs.
+ * (~/.opensandbox/config.toml), read here for `osb` and osbfs, and the
+ * order of the layers: flags > environment > file (config_edit.c
+ * writes the file).
  *
  * The reader takes the part of TOML that file uses: [section] headers,
  * key = "string" | 'string' | integer | true | false, comments and blank
  * lines. Anything else is refused with the file and line, so a file is
  * never half understood. Unknown sections and keys are skipped (the
  * official CLI may know more of them); known keys must have their type.
- *
- * The editor (osb_cfgfile_set) changes one line and keeps every other
- * byte, comments too, and replaces the file by a rename.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -22,26 +21,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config_i.h"
 #include "osb_i.h"
 
 #define CFG_MAX_SIZE (64 * 1024)
-
-static const char template_text[] =
-	"# OpenSandbox settings, shared by the official CLI, osb and osbfs.\n"
-	"# Command-line flags win over the environment, which wins over this file.\n"
-	"\n"
-	"[connection]\n"
-	"# api_key = \"...\"\n"
-	"# domain = \"localhost:8080\"\n"
-	"# protocol = \"http\"\n"
-	"# request_timeout = 30\n"
-	"# use_server_proxy = false\n"
-	"\n"
-	"[defaults]\n"
-	"# image = \"opensandbox/code-interpreter:latest\"\n"
-	"# timeout = \"10m\"  # or \"none\": never expires\n";
-
-enum val_type { VAL_STR, VAL_INT, VAL_BOOL };
 
 struct val {
 	enum val_type type;
@@ -51,11 +34,7 @@ struct val {
 };
 
 /* The keys this file means something for, with their types. */
-static const struct known {
-	const char *section, *key;
-	enum val_type type;
-	size_t str_off; /* offset of the char * field, for strings */
-} known[] = {
+static const struct known known[] = {
 	{ "connection", "api_key", VAL_STR, offsetof(struct osb_cfgfile, api_key) },
 	{ "connection", "domain", VAL_STR, offsetof(struct osb_cfgfile, domain) },
 	{ "connection", "protocol", VAL_STR, offsetof(struct osb_cfgfile, protocol) },
@@ -67,7 +46,7 @@ static const struct known {
 
 #define NKNOWN (sizeof(known) / sizeof(known[0]))
 
-static const struct known *find_known(const char *section, const char *key)
+const struct known *cfg_find_key(const char *section, const char *key)
 {
 	for (size_t i = 0; i < NKNOWN; i++)
 		if (strcmp(known[i].section, section) == 0 &&
@@ -93,12 +72,12 @@ int osb_cfgfile_default_path(char *buf, size_t size)
 	return 0;
 }
 
-static bool bare_char(char c)
+bool cfg_bare_char(char c)
 {
 	return isalnum((unsigned char)c) || c == '_' || c == '-';
 }
 
-static const char *skip_ws(const char *p)
+const char *cfg_skip_ws(const char *p)
 {
 	while (*p == ' ' || *p == '\t')
 		p++;
@@ -108,7 +87,7 @@ static const char *skip_ws(const char *p)
 /* After a value or header: only white space and a comment may follow. */
 static bool rest_is_empty(const char *p)
 {
-	p = skip_ws(p);
+	p = cfg_skip_ws(p);
 	return !*p || *p == '#';
 }
 
@@ -228,11 +207,11 @@ static int parse_value(const char *p, struct val *v, const char **why)
 		v->s = parse_string(&p, why);
 		if (!v->s)
 			return -EINVAL;
-	} else if (strncmp(p, "true", 4) == 0 && !bare_char(p[4])) {
+	} else if (strncmp(p, "true", 4) == 0 && !cfg_bare_char(p[4])) {
 		v->type = VAL_BOOL;
 		v->b = true;
 		p += 4;
-	} else if (strncmp(p, "false", 5) == 0 && !bare_char(p[5])) {
+	} else if (strncmp(p, "false", 5) == 0 && !cfg_bare_char(p[5])) {
 		v->type = VAL_BOOL;
 		p += 5;
 	} else if (isdigit((unsigned char)*p) ||
@@ -246,7 +225,7 @@ static int parse_value(const char *p, struct val *v, const char **why)
 		errno = 0;
 		v->type = VAL_INT;
 		v->i = strtoll(p, &end, 10);
-		if (errno || bare_char(*end) || *end == '.') {
+		if (errno || cfg_bare_char(*end) || *end == '.') {
 			*why = "a value that is not a string, an integer or "
 			       "a boolean";
 			return -EINVAL;
@@ -329,11 +308,11 @@ static void seen_release(struct seen *s)
 }
 
 /* A bare name at *pp (a section or a key), copied into @out. */
-static int bare_name(const char **pp, char *out, size_t size)
+int cfg_bare_name(const char **pp, char *out, size_t size)
 {
 	const char *p = *pp;
 	size_t n = 0;
-	while (bare_char(p[n]))
+	while (cfg_bare_char(p[n]))
 		n++;
 	if (!n || n >= size)
 		return -EINVAL;
@@ -349,7 +328,7 @@ static int parse_line(struct osb_cfgfile *f, char *line, char *section,
 		      char *msg, size_t msg_size)
 {
 	char key[128];
-	const char *p = skip_ws(line);
+	const char *p = cfg_skip_ws(line);
 	size_t len = strlen(line);
 
 	if (len && line[len - 1] == '\r')
@@ -361,12 +340,12 @@ static int parse_line(struct osb_cfgfile *f, char *line, char *section,
 			*why = "an array of tables (not supported here)";
 			return -EINVAL;
 		}
-		p = skip_ws(p + 1);
-		if (bare_name(&p, section, section_size)) {
+		p = cfg_skip_ws(p + 1);
+		if (cfg_bare_name(&p, section, section_size)) {
 			*why = "a section name that is not a bare name";
 			return -EINVAL;
 		}
-		p = skip_ws(p);
+		p = cfg_skip_ws(p);
 		if (*p != ']' || !rest_is_empty(p + 1)) {
 			*why = "a section header that is not [name]";
 			return -EINVAL;
@@ -377,14 +356,14 @@ static int parse_line(struct osb_cfgfile *f, char *line, char *section,
 		}
 		return 0;
 	}
-	if (bare_name(&p, key, sizeof(key))) {
+	if (cfg_bare_name(&p, key, sizeof(key))) {
 		*why = *p == '"' || *p == '\'' ?
 			       "a quoted key (not supported here)" :
 			       "a line that is not a key = value, a [section] or "
 			       "a comment";
 		return -EINVAL;
 	}
-	p = skip_ws(p);
+	p = cfg_skip_ws(p);
 	if (*p == '.') {
 		*why = "a dotted key (not supported here)";
 		return -EINVAL;
@@ -393,7 +372,7 @@ static int parse_line(struct osb_cfgfile *f, char *line, char *section,
 		*why = "a key without '='";
 		return -EINVAL;
 	}
-	p = skip_ws(p + 1);
+	p = cfg_skip_ws(p + 1);
 	struct val v;
 	int rc = parse_value(p, &v, why);
 	if (rc)
@@ -403,7 +382,7 @@ static int parse_line(struct osb_cfgfile *f, char *line, char *section,
 		*why = "a key given twice";
 		return -EINVAL;
 	}
-	const struct known *k = find_known(section, key);
+	const struct known *k = cfg_find_key(section, key);
 	if (k)
 		rc = store(f, k, &v, why);
 	if (rc == -EINVAL) {
@@ -415,7 +394,7 @@ static int parse_line(struct osb_cfgfile *f, char *line, char *section,
 	return rc;
 }
 
-static int read_file(const char *path, char **ret, struct stat *st,
+int cfg_read_file(const char *path, char **ret, struct stat *st,
 		     struct osb_error *err)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -515,7 +494,7 @@ int osb_cfgfile_load(const char *path, struct osb_cfgfile *ret,
 	struct stat st;
 	char *text = NULL;
 
-	int rc = read_file(path, &text, &st, err);
+	int rc = cfg_read_file(path, &text, &st, err);
 	if (rc == -ENOENT) {
 		memset(ret, 0, sizeof(*ret));
 		ret->use_server_proxy = -1;
@@ -554,7 +533,7 @@ static const char *env_get(const char *name)
 	return v && *v ? v : NULL;
 }
 
-static int bool_word(const char *s)
+int cfg_bool_word(const char *s)
 {
 	static const char *const yes[] = { "1", "true", "yes", "on" };
 	static const char *const no[] = { "0", "false", "no", "off" };
@@ -583,7 +562,7 @@ void osb_config_layer(struct osb_config *cfg, const struct osb_cfgfile *file)
 	}
 	int proxy = -1;
 	if ((v = env_get("OPEN_SANDBOX_USE_SERVER_PROXY")))
-		proxy = bool_word(v);
+		proxy = cfg_bool_word(v);
 	static const struct osb_cfgfile none = { .use_server_proxy = -1 };
 	if (!file)
 		file = &none;
@@ -642,280 +621,4 @@ int osb_duration_parse(const char *s, long *ret_secs)
 		return -EINVAL;
 	*ret_secs = (long)total;
 	return 0;
-}
-
-/* The directory of @path, made (0700) if missing: ~/.opensandbox. */
-static int make_parent(const char *path, struct osb_error *err)
-{
-	char dir[4096];
-	snprintf(dir, sizeof(dir), "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = '\0';
-		if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-			int e = errno;
-			osb_error_set(err, 0, "", "%s: %s", dir, strerror(e));
-			return -e;
-		}
-	}
-	return 0;
-}
-
-int osb_cfgfile_init(const char *path, bool force, struct osb_error *err)
-{
-	int rc = make_parent(path, err);
-	if (rc)
-		return rc;
-	int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
-		    (force ? O_TRUNC : O_EXCL);
-	int fd = open(path, flags, 0600);
-	if (fd < 0) {
-		int e = errno;
-		if (e == EEXIST)
-			osb_error_set(err, 0, "",
-				      "%s exists already (--force replaces it)",
-				      path);
-		else
-			osb_error_set(err, 0, "", "%s: %s", path, strerror(e));
-		return -e;
-	}
-	rc = osb_write_all(fd, template_text, strlen(template_text));
-	if (close(fd) < 0 && !rc)
-		rc = -errno;
-	if (rc)
-		osb_error_set(err, 0, "", "%s: %s", path, strerror(-rc));
-	return rc;
-}
-
-/* @value as TOML for @k (or, for a key not known here, as it looks:
- * a boolean, an integer, else a string). malloc'd. */
-static char *toml_value(const struct known *k, const char *value,
-			struct osb_error *err)
-{
-	enum val_type t;
-	char *end;
-	errno = 0;
-	long long n = strtoll(value, &end, 10);
-	bool is_int = *value && !*end && !errno;
-	bool is_bool = strcmp(value, "true") == 0 || strcmp(value, "false") == 0;
-
-	t = k ? k->type : is_bool ? VAL_BOOL : is_int ? VAL_INT : VAL_STR;
-	if (t == VAL_INT && (!is_int || (k && (n <= 0 || n > 86400 * 365)))) {
-		osb_error_set(err, 0, "", "%s.%s must be a positive integer",
-			      k->section, k->key);
-		return NULL;
-	}
-	if (t == VAL_BOOL && bool_word(value) < 0) {
-		osb_error_set(err, 0, "", "%s.%s must be true or false",
-			      k->section, k->key);
-		return NULL;
-	}
-	if (t == VAL_BOOL)
-		return strdup(bool_word(value) ? "true" : "false");
-	if (t == VAL_INT)
-		return strdup(value);
-	size_t cap = strlen(value) * 6 + 3;
-	char *out = malloc(cap), *o = out;
-	if (!out)
-		return NULL;
-	*o++ = '"';
-	for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
-		if (*p == '"' || *p == '\\') {
-			*o++ = '\\';
-			*o++ = (char)*p;
-		} else if (*p < 0x20 || *p == 0x7f) {
-			o += sprintf(o, "\\u%04x", *p);
-		} else {
-			*o++ = (char)*p;
-		}
-	}
-	*o++ = '"';
-	*o = '\0';
-	return out;
-}
-
-/* Is @line "KEY =" or the template's "# KEY ="? */
-static bool line_sets(const char *line, const char *key)
-{
-	const char *p = skip_ws(line);
-	if (*p == '#')
-		p = skip_ws(p + 1);
-	size_t n = strlen(key);
-	if (strncmp(p, key, n) != 0 || bare_char(p[n]))
-		return false;
-	return *skip_ws(p + n) == '=';
-}
-
-/* The section a header line opens, into @out; false if it is none. */
-static bool line_section(const char *line, char *out, size_t size)
-{
-	const char *p = skip_ws(line);
-	if (*p != '[' || p[1] == '[')
-		return false;
-	p = skip_ws(p + 1);
-	return bare_name(&p, out, size) == 0 && *skip_ws(p) == ']';
-}
-
-/* The lines of @text, in place ('\n' cut); *ret_n of them. */
-static char **split_lines(char *text, size_t *ret_n)
-{
-	size_t n = 1;
-	for (const char *p = text; *p; p++)
-		n += *p == '\n';
-	char **v = calloc(n + 3, sizeof(*v)); /* room for three more */
-	if (!v)
-		return NULL;
-	n = 0;
-	for (char *line = text, *next; line; line = next) {
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		if (!next && !*line)
-			break; /* after the last '\n' */
-		v[n++] = line;
-	}
-	*ret_n = n;
-	return v;
-}
-
-/* Inserts @s at @at of @v (which has room for it). */
-static void insert_line(char **v, size_t *n, size_t at, char *s)
-{
-	memmove(v + at + 1, v + at, (*n - at) * sizeof(*v));
-	v[at] = s;
-	(*n)++;
-}
-
-/* Sets @key in @section among the lines @v: on its line, or after the
- * template's commented line for it, or at the end of the section, or in
- * a new section at the end. @newline is the "KEY = VALUE" line. */
-static void edit_lines(char **v, size_t *n, const char *section,
-		       const char *key, char *newline, char *header)
-{
-	char cur[128] = "";
-	bool in = false, found = false;
-	size_t last = 0, commented = 0;
-
-	for (size_t i = 0; i < *n; i++) {
-		char sec[128];
-		if (line_section(v[i], sec, sizeof(sec))) {
-			snprintf(cur, sizeof(cur), "%s", sec);
-			in = strcmp(cur, section) == 0;
-			if (in) {
-				found = true;
-				last = i;
-			}
-			continue;
-		}
-		if (!in)
-			continue;
-		if (line_sets(v[i], key)) {
-			if (*skip_ws(v[i]) != '#') {
-				v[i] = newline;
-				return;
-			}
-			if (!commented)
-				commented = i;
-		}
-		if (*skip_ws(v[i]))
-			last = i;
-	}
-	if (commented) {
-		insert_line(v, n, commented + 1, newline);
-	} else if (found) {
-		insert_line(v, n, last + 1, newline);
-	} else {
-		static char blank[1];
-		if (*n && *skip_ws(v[*n - 1]))
-			v[(*n)++] = blank;
-		v[(*n)++] = header;
-		v[(*n)++] = newline;
-	}
-}
-
-static int write_replace(const char *path, char **v, size_t n, mode_t mode,
-			 struct osb_error *err)
-{
-	char tmp[4200];
-	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
-	int fd = mkostemp(tmp, O_CLOEXEC);
-	int rc = fd < 0 ? -errno : 0;
-	if (!rc && fchmod(fd, mode) < 0)
-		rc = -errno;
-	for (size_t i = 0; !rc && i < n; i++) {
-		rc = osb_write_all(fd, v[i], strlen(v[i]));
-		if (!rc)
-			rc = osb_write_all(fd, "\n", 1);
-	}
-	if (!rc && fsync(fd) < 0)
-		rc = -errno;
-	if (fd >= 0 && close(fd) < 0 && !rc)
-		rc = -errno;
-	if (!rc && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc) {
-		if (fd >= 0)
-			unlink(tmp);
-		osb_error_set(err, 0, "", "%s: %s", path, strerror(-rc));
-	}
-	return rc;
-}
-
-int osb_cfgfile_set(const char *path, const char *name, const char *value,
-		    struct osb_error *err)
-{
-	char section[128], key[128];
-	struct osb_cfgfile f;
-	struct stat st;
-	const char *p = name;
-	char *text = NULL;
-	size_t text_len;
-
-	if (bare_name(&p, section, sizeof(section)) || *p != '.' ||
-	    (p++, bare_name(&p, key, sizeof(key))) || *p) {
-		osb_error_set(err, 0, "",
-			      "\"%s\" is not SECTION.KEY (connection.domain, "
-			      "defaults.image...)",
-			      name);
-		return -EINVAL;
-	}
-	int rc = read_file(path, &text, &st, err);
-	if (rc == -ENOENT) {
-		text = strdup(template_text);
-		st.st_mode = 0600;
-		rc = text ? make_parent(path, err) : -ENOMEM;
-	}
-	if (rc) {
-		free(text);
-		return rc;
-	}
-	text_len = strlen(text);
-	/* a file this reader refuses is not edited blindly */
-	rc = osb_cfgfile_parse(path, text, &f, err);
-	if (rc) {
-		free(text);
-		return rc;
-	}
-	osb_cfgfile_release(&f);
-	char *tv = toml_value(find_known(section, key), value, err);
-	size_t hl = strlen(section) + 4, ll = strlen(key) + 4;
-	char *header = malloc(hl), *line = tv ? malloc(ll + strlen(tv)) : NULL;
-	size_t n = 0;
-	char **v = line && header ? split_lines(text, &n) : NULL;
-	if (!v) {
-		rc = tv ? -ENOMEM : -EINVAL;
-		goto out;
-	}
-	snprintf(header, hl, "[%s]", section);
-	snprintf(line, ll + strlen(tv), "%s = %s", key, tv);
-	edit_lines(v, &n, section, key, line, header);
-	rc = write_replace(path, v, n, st.st_mode & 07777, err);
-out:
-	free(v);
-	free(tv);
-	free(line);
-	free(header);
-	explicit_bzero(text, text_len);
-	free(text);
-	return rc;
 }
