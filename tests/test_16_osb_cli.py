@@ -113,7 +113,7 @@ def test_sandbox_create_json_get_list_kill(server, osbc, cleanup_sandboxes):
     lst = js(osbc.run("-o", "json", "sandbox", "list", "--metadata", "run=cli16"))
     assert [i["id"] for i in lst["items"]] == [sid] and lst["pagination"]["page"] >= 0
     table = osbc.ok("sandbox", "list", "-m", "run=cli16", "-o", "table").lines()
-    assert table[0].split() == ["ID", "STATUS.STATE", "IMAGE", "CREATED_AT", "EXPIRES_AT"]
+    assert table[0].split() == ["ID", "STATUS", "IMAGE", "CREATED_AT", "EXPIRES_AT"]
     assert table[1].split()[:3] == [sid, "Running", "python:3.11"]
     k = js(osbc.run("sandbox", "kill", sid, "-o", "json"))
     assert k == [{"sandbox_id": sid, "status": "terminated"}]

@@ -224,7 +224,8 @@ static int print_rows(const cJSON *a, const char *const *cols)
 		return -ENOMEM;
 	}
 	for (size_t c = 0; c < nc; c++) {
-		char *h = strdup(cols[c]);
+		/* "status.state" is headed STATUS */
+		char *h = strndup(cols[c], strcspn(cols[c], "."));
 		for (char *p = h; p && *p; p++)
 			*p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
 		cells[c] = h;
