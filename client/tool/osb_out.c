@@ -260,17 +260,52 @@ static int print_rows(const cJSON *a, const char *const *cols)
 	return failed ? -ENOMEM : 0;
 }
 
+/* @v as JSON indented by two spaces a level (as the official CLI prints
+ * it; cJSON's own indents by tabs). */
+static int print_json(const cJSON *v, int depth)
+{
+	bool obj = cJSON_IsObject(v);
+	if (!obj && !cJSON_IsArray(v)) {
+		char *s = cJSON_PrintUnformatted(v);
+		if (!s)
+			return -ENOMEM;
+		fputs(s, stdout);
+		free(s);
+		return 0;
+	}
+	if (!v->child) {
+		fputs(obj ? "{}" : "[]", stdout);
+		return 0;
+	}
+	putchar(obj ? '{' : '[');
+	for (const cJSON *e = v->child; e; e = e->next) {
+		printf("\n%*s", (depth + 1) * 2, "");
+		if (obj) {
+			cJSON *k = cJSON_CreateString(e->string);
+			char *ks = k ? cJSON_PrintUnformatted(k) : NULL;
+			cJSON_Delete(k);
+			if (!ks)
+				return -ENOMEM;
+			printf("%s: ", ks);
+			free(ks);
+		}
+		int rc = print_json(e, depth + 1);
+		if (rc)
+			return rc;
+		if (e->next)
+			putchar(',');
+	}
+	printf("\n%*s%c", depth * 2, "", obj ? '}' : ']');
+	return 0;
+}
+
 int cli_print(struct osb_cli *cli, struct cli_rec *r, const char *const *cols)
 {
 	int rc = r ? 0 : -ENOMEM;
 
 	if (!rc && cli->format == CLI_JSON) {
-		char *s = cJSON_Print(J(r));
-		if (s)
-			printf("%s\n", s);
-		else
-			rc = -ENOMEM;
-		free(s);
+		rc = print_json(J(r), 0);
+		putchar('\n');
 	} else if (!rc && cJSON_IsArray(J(r)) && cols) {
 		rc = print_rows(J(r), cols);
 	} else if (!rc) {
