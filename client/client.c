@@ -371,6 +371,18 @@ void osb_client_set_trace(struct osb_client *c, osb_trace_fn fn, void *arg)
 	c->trace_arg = arg;
 }
 
+void osb_trace_format(char *buf, size_t size, const char *method,
+		      const char *path, int status, const char *error,
+		      long ms, int attempt)
+{
+	char again[32] = "", st[16];
+	if (attempt > 1)
+		snprintf(again, sizeof(again), " (try %d)", attempt);
+	snprintf(st, sizeof(st), "%d", status);
+	snprintf(buf, size, "%s %s -> %s, %ld ms%s", method, path,
+		 status ? st : error, ms, again);
+}
+
 int osb_ping(struct osb_sandbox *sb, struct osb_error *err)
 {
 	struct http_response rs = { 0 };

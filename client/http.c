@@ -41,6 +41,7 @@ struct xfer {
 	bool status_known;
 	bool to_sink;
 	curl_off_t moved;       /* bytes either way, at the last progress */
+	curl_off_t up, down;    /* of them counted in the client's stats */
 };
 
 void http_response_release(struct http_response *rs)
@@ -150,8 +151,19 @@ static int on_progress(void *clientp, curl_off_t dltotal, curl_off_t dlnow,
 	(void)dltotal;
 	(void)ultotal;
 	if (dlnow + ulnow != x->moved) {
-		/* bytes moved: the exchange is alive */
+		/* bytes moved: the exchange is alive; counted as they move,
+		 * so a transfer's progress shows in osb_client_stats() */
 		x->moved = dlnow + ulnow;
+		if (ulnow > x->up) {
+			atomic_fetch_add(&x->c->n_bytes_up,
+					 (uint64_t)(ulnow - x->up));
+			x->up = ulnow;
+		}
+		if (dlnow > x->down) {
+			atomic_fetch_add(&x->c->n_bytes_down,
+					 (uint64_t)(dlnow - x->down));
+			x->down = dlnow;
+		}
 		if (x->c->hooks.progress)
 			x->c->hooks.progress(x->c->hooks.arg);
 	}
@@ -434,8 +446,11 @@ static int perform_once(struct osb_client *c, const struct http_request *rq,
 	curl_off_t up = 0, down = 0;
 	curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &up);
 	curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &down);
-	atomic_fetch_add(&c->n_bytes_up, (uint64_t)up);
-	atomic_fetch_add(&c->n_bytes_down, (uint64_t)down);
+	/* what on_progress() has not counted yet */
+	if (up > x.up)
+		atomic_fetch_add(&c->n_bytes_up, (uint64_t)(up - x.up));
+	if (down > x.down)
+		atomic_fetch_add(&c->n_bytes_down, (uint64_t)(down - x.down));
 	/* the handle must not point at what we free below */
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(h, CURLOPT_MIMEPOST, NULL);

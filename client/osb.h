@@ -125,6 +125,74 @@ void osb_config_from_env(struct osb_config *cfg);
  */
 int osb_read_key_file(const char *path, char **ret_key, struct osb_error *err);
 
+/*
+ * The settings file of the official OpenSandbox CLI (config.c):
+ * ~/.opensandbox/config.toml, whose [connection] and [defaults] osb and
+ * osbfs read too. Strings are malloc'd, NULL when the file does not set
+ * them; osb_cfgfile_release() frees them (and wipes the key).
+ */
+struct osb_cfgfile {
+	char *path;
+	bool exists;            /* false: no file, every field unset */
+	bool key_exposed;       /* holds api_key, and others than its owner
+				   may read it (warn, as ssh does) */
+	char *api_key;          /* [connection] */
+	char *domain;
+	char *protocol;
+	long request_timeout_s; /* 0 = not set */
+	int use_server_proxy;   /* -1 = not set, 0, 1 */
+	char *image;            /* [defaults] image of a new sandbox */
+	char *timeout;          /* [defaults] its TTL as written ("10m",
+				   "none"): see osb_duration_parse() */
+};
+
+/* $HOME/.opensandbox/config.toml into @buf. -ENOENT without $HOME. */
+int osb_cfgfile_default_path(char *buf, size_t size);
+/*
+ * osb_cfgfile_load() - reads @path. A missing file is no error (exists is
+ * false). The TOML the official CLI writes is understood: sections,
+ * key = "string" | 'string' | integer | true | false, comments; anything
+ * else, a known key of the wrong type, a key or section given twice
+ * fail with -EINVAL and "PATH:LINE: what" in @err. Unknown keys and
+ * sections are skipped. Release *ret with osb_cfgfile_release().
+ */
+int osb_cfgfile_load(const char *path, struct osb_cfgfile *ret,
+		     struct osb_error *err);
+/* The same for a file's @text (@path only names it in messages). */
+int osb_cfgfile_parse(const char *path, const char *text,
+		      struct osb_cfgfile *ret, struct osb_error *err);
+void osb_cfgfile_release(struct osb_cfgfile *f);
+/*
+ * osb_cfgfile_init() - writes a commented template to @path (mode 0600,
+ * its directory made 0700 if missing). -EEXIST unless @force.
+ */
+int osb_cfgfile_init(const char *path, bool force, struct osb_error *err);
+/*
+ * osb_cfgfile_set() - sets @name ("section.key") to @value in @path,
+ * keeping every other line and comment: the key's line is replaced, or
+ * the line is added after the template's commented one, at the end of
+ * the section, or in a new section. Known keys take their type
+ * (request_timeout an integer, use_server_proxy true/false); others a
+ * boolean or integer if they look like one, else a string. A missing
+ * file is made from the template, mode 0600; an existing one keeps its
+ * mode. The file is replaced by a rename. -EINVAL for a bad name or
+ * value, or a file that does not load.
+ */
+int osb_cfgfile_set(const char *path, const char *name, const char *value,
+		    struct osb_error *err);
+/*
+ * osb_config_layer() - fills what @cfg leaves unset (NULL, 0, false) from
+ * the environment (OPEN_SANDBOX_DOMAIN, _API_KEY, _PROTOCOL,
+ * _REQUEST_TIMEOUT in seconds, _USE_SERVER_PROXY; and the OPENSANDBOX_*
+ * spellings of the first two), then from @file (may be NULL): the
+ * official CLI's order, flags > environment > file > defaults. The
+ * pointers refer to the environment and to @file, which must outlive
+ * @cfg's use.
+ */
+void osb_config_layer(struct osb_config *cfg, const struct osb_cfgfile *file);
+/* "90", "90s", "10m", "1h30m" -> seconds; "none" -> 0. -EINVAL else. */
+int osb_duration_parse(const char *s, long *ret_secs);
+
 struct osb_client;
 
 /*
@@ -148,7 +216,9 @@ int osb_thread_set_retries(int max_retries);
 /* "http://localhost:8080": the base URL of the lifecycle API (no key). */
 const char *osb_client_base_url(const struct osb_client *c);
 
-/* Counters since the client was made, for tests and `info`. */
+/* Counters since the client was made, for tests and `info`. Bytes are
+ * counted as they move (a transfer's progress can be watched from
+ * another thread). */
 struct osb_client_stats {
 	uint64_t requests;    /* HTTP requests sent, retries included */
 	uint64_t retries;     /* of which retries */
@@ -191,6 +261,11 @@ typedef void (*osb_trace_fn)(void *arg, const char *method, const char *path,
 /* Calls @fn after every exchange (NULL: none). Set before other threads
  * use the client. */
 void osb_client_set_trace(struct osb_client *c, osb_trace_fn fn, void *arg);
+/* An exchange as one line for a log: "GET /path -> 200, 12 ms" (the
+ * error instead of a status when no answer came; " (try N)" on a retry). */
+void osb_trace_format(char *buf, size_t size, const char *method,
+		      const char *path, int status, const char *error,
+		      long ms, int attempt);
 
 /* ------------------------------------------------------------------ */
 /* Key/value lists (env, metadata, headers) */

@@ -1,5 +1,8 @@
 /*
- * osb_exec.c - `osb exec|spawn|status|logs|interrupt|session|code|egress`.
+ * osb_exec.c - `osb command run|status|logs|interrupt|session`, `osb exec`
+ * (the same as command run), `osb egress get|patch`, and osb's own
+ * `spawn` and `code`. The older spellings (exec -- CMD, status ID...)
+ * take the sandbox from -s.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -89,75 +92,183 @@ static int exec_event(void *arg, const struct osb_event *ev)
 	return 0;
 }
 
-static int parse_cmd_opts(int argc, char **argv, struct osb_command_opts *o,
-			  struct osb_kvlist *envs)
+struct run_args {
+	struct osb_command_opts o;
+	struct osb_kvlist envs;
+	const char *timeout;     /* as given: ms in the older spelling */
+	bool background;
+	char **cmd;              /* the command's words */
+	int ncmd;
+};
+
+/* Options of the commands that run something, in argv[0..@end). */
+static int parse_run_opts(int end, char **argv, const char *shorts,
+			  struct run_args *a)
 {
 	static const struct option opts[] = {
-		{ "cwd", required_argument, NULL, 'c' },
+		{ "cwd", required_argument, NULL, 'w' },
+		{ "workdir", required_argument, NULL, 'w' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "uid", required_argument, NULL, 'u' },
 		{ "gid", required_argument, NULL, 'g' },
+		{ "background", no_argument, NULL, 'd' },
 		{ NULL, 0, NULL, 0 },
 	};
 	long v;
 	int c;
 
-	osb_command_opts_init(o);
-	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+	osb_command_opts_init(&a->o);
+	while ((c = getopt_long(end, argv, shorts, opts, NULL)) != -1) {
 		switch (c) {
-		case 'c':
-			o->cwd = optarg;
+		case 'w':
+			a->o.cwd = optarg;
 			break;
 		case 't':
-			if (cli_parse_long(optarg, &v) || v < 0)
-				return cli_usage("bad --timeout %s", optarg);
-			o->timeout_ms = v;
+			a->timeout = optarg;
 			break;
 		case 'e':
-			if (osb_kvlist_add_pair(envs, optarg))
+			if (osb_kvlist_add_pair(&a->envs, optarg))
 				return cli_usage("bad --env %s", optarg);
 			break;
 		case 'u':
 			if (cli_parse_long(optarg, &v) || v < 0)
 				return cli_usage("bad --uid %s", optarg);
-			o->uid = (int)v;
+			a->o.uid = (int)v;
 			break;
 		case 'g':
 			if (cli_parse_long(optarg, &v) || v < 0)
 				return cli_usage("bad --gid %s", optarg);
-			o->gid = (int)v;
+			a->o.gid = (int)v;
+			break;
+		case 'd':
+			a->background = true;
 			break;
 		default:
 			return 2;
 		}
 	}
-	o->envs = envs;
-	if (optind >= argc)
-		return cli_usage("no command given");
+	a->o.envs = &a->envs;
 	return 0;
 }
 
+/* The timeout as given: a duration, or milliseconds in the older
+ * spelling (no sandbox id before "--"). */
+static int run_timeout(struct run_args *a, bool older)
+{
+	long v;
+	if (!a->timeout)
+		return 0;
+	if (older && cli_parse_long(a->timeout, &v) == 0 && v >= 0) {
+		a->o.timeout_ms = v;
+		return 0;
+	}
+	if (osb_duration_parse(a->timeout, &v) || !v)
+		return cli_usage("bad --timeout %s", a->timeout);
+	a->o.timeout_ms = v * 1000;
+	return 0;
+}
+
+/*
+ * [SANDBOX_ID] [OPTIONS] -- COMMAND... : the official grammar, where the
+ * options and the id come before "--" (which it requires); or the older
+ * [OPTIONS] COMMAND..., with the sandbox of -s. @nbefore: how many other
+ * arguments come before the command (a session id), into @before.
+ */
+static int parse_run(struct osb_cli *cli, int argc, char **argv,
+		     int nbefore, char **before, struct run_args *a)
+{
+	int dd = 0, st;
+	for (int i = 1; i < argc && !dd; i++)
+		if (strcmp(argv[i], "--") == 0)
+			dd = i;
+	if (!dd) {
+		/* older: the options, then the command */
+		st = parse_run_opts(argc, argv, "+", a);
+		a->cmd = argv + optind;
+		a->ncmd = argc - optind;
+		for (int i = 0; !st && i < nbefore && a->ncmd > 0; i++) {
+			before[i] = *a->cmd++;
+			a->ncmd--;
+		}
+		return st ? st : run_timeout(a, true);
+	}
+	/* options anywhere before "--" (getopt moves the others last) */
+	st = parse_run_opts(dd, argv, "dw:t:e:", a);
+	if (st)
+		return st;
+	int npos = dd - optind;
+	char **pos = argv + optind;
+	if (npos != nbefore && npos != nbefore + 1)
+		return cli_usage("usage: osb %s SANDBOX_ID%s [OPTIONS] -- "
+				 "COMMAND...",
+				 argv[0], nbefore ? " SESSION_ID" : "");
+	if (npos == nbefore + 1)
+		cli->sandbox_id = *pos++;
+	for (int i = 0; i < nbefore; i++)
+		before[i] = *pos++;
+	a->cmd = argv + dd + 1;
+	a->ncmd = argc - dd - 1;
+	return run_timeout(a, npos == nbefore);
+}
+
+static int start_background(struct osb_cli *cli, struct run_args *a,
+			    const char *what)
+{
+	struct osb_error err;
+	char id[OSB_ID_MAX];
+
+	char *cmd = join_command(a->ncmd, a->cmd);
+	struct osb_sandbox *sb = cmd ? cli_sandbox(cli) : NULL;
+	int rc = sb ? osb_command_start(sb, cmd, &a->o, id, &err) : -ENOMEM;
+	free(cmd);
+	if (!sb)
+		return 1;
+	if (rc)
+		return cli_fail_unsure(what, rc, &err,
+				       "the command may have started all the "
+				       "same");
+	if (cli->format == CLI_RAW) {
+		printf("%s\n", id);
+		return 0;
+	}
+	struct cli_rec *r = rec_object();
+	rec_str(r, "execution_id", id);
+	rec_str(r, "sandbox_id", osb_sandbox_id(sb));
+	rec_str(r, "mode", "background");
+	return cli_print(cli, r, NULL);
+}
+
+/* exec / command run: in the foreground, exiting with the command's
+ * code (255: our own failure, as ssh), or -d in the background. */
 int cmd_exec(struct osb_cli *cli, int argc, char **argv)
 {
-	struct osb_command_opts o;
-	struct osb_kvlist envs = { 0 };
+	struct run_args a = { 0 };
 	struct exec_out out = { 0 };
 	struct osb_error err;
-	int code = 0;
+	int code = 0, st;
 
-	int st = parse_cmd_opts(argc, argv, &o, &envs);
+	st = parse_run(cli, argc, argv, 0, NULL, &a);
+	if (!st && a.ncmd < 1)
+		st = cli_usage("no command given");
 	if (st) {
-		osb_kvlist_release(&envs);
-		return st == 2 ? 255 : st;
+		osb_kvlist_release(&a.envs);
+		/* `exec` fails as ssh does (255: not the command's status);
+		 * `command run` as the official CLI (2: a usage error) */
+		return st == 2 && strcmp(argv[0], "exec") == 0 ? 255 : st;
 	}
-	char *cmd = join_command(argc - optind, argv + optind);
+	if (a.background) {
+		st = start_background(cli, &a, argv[0]);
+		osb_kvlist_release(&a.envs);
+		return st;
+	}
+	char *cmd = join_command(a.ncmd, a.cmd);
 	struct osb_sandbox *sb = cmd ? cli_sandbox(cli) : NULL;
-	int rc = sb ? osb_command_run(sb, cmd, &o, exec_event, &out, &code,
+	int rc = sb ? osb_command_run(sb, cmd, &a.o, exec_event, &out, &code,
 				      NULL, &err) :
 		      -ENOMEM;
 	free(cmd);
-	osb_kvlist_release(&envs);
+	osb_kvlist_release(&a.envs);
 	if (!sb)
 		return 255;
 	if (rc) {
@@ -172,29 +283,14 @@ int cmd_exec(struct osb_cli *cli, int argc, char **argv)
 
 int cmd_spawn(struct osb_cli *cli, int argc, char **argv)
 {
-	struct osb_command_opts o;
-	struct osb_kvlist envs = { 0 };
-	struct osb_error err;
-	char id[OSB_ID_MAX];
-
-	int st = parse_cmd_opts(argc, argv, &o, &envs);
-	if (st) {
-		osb_kvlist_release(&envs);
-		return st;
-	}
-	char *cmd = join_command(argc - optind, argv + optind);
-	struct osb_sandbox *sb = cmd ? cli_sandbox(cli) : NULL;
-	int rc = sb ? osb_command_start(sb, cmd, &o, id, &err) : -ENOMEM;
-	free(cmd);
-	osb_kvlist_release(&envs);
-	if (!sb)
-		return 1;
-	if (rc)
-		return cli_fail_unsure("spawn", rc, &err,
-				       "the command may have started all the "
-				       "same");
-	printf("%s\n", id);
-	return 0;
+	struct run_args a = { 0 };
+	int st = parse_run(cli, argc, argv, 0, NULL, &a);
+	if (!st && a.ncmd < 1)
+		st = cli_usage("no command given");
+	if (!st)
+		st = start_background(cli, &a, "spawn");
+	osb_kvlist_release(&a.envs);
+	return st;
 }
 
 static void print_status(const struct osb_command_status *st)
@@ -218,22 +314,50 @@ static void print_status(const struct osb_command_status *st)
 	}
 }
 
+/* [SANDBOX_ID] EXECUTION_ID, from argv[@first] on: the execution id. */
+static const char *exec_id(struct osb_cli *cli, int argc, char **argv,
+			   int first, const char *usage)
+{
+	first = cli_take_id(cli, argc, argv, first, 1);
+	if (first + 1 != argc) {
+		cli_usage("usage: osb %s", usage);
+		return NULL;
+	}
+	return argv[first];
+}
+
 int cmd_status(struct osb_cli *cli, int argc, char **argv)
 {
 	struct osb_command_status st;
 	struct osb_error err;
 
-	if (argc != 2)
-		return cli_usage("usage: osb status ID");
+	const char *id = exec_id(cli, argc, argv, 1, "status ID");
+	if (!id)
+		return 2;
 	struct osb_sandbox *sb = cli_sandbox(cli);
 	if (!sb)
 		return 1;
-	int rc = osb_command_status(sb, argv[1], &st, &err);
+	int rc = osb_command_status(sb, id, &st, &err);
 	if (rc)
 		return cli_fail("status", rc, &err);
-	print_status(&st);
+	if (cli->format == CLI_RAW) {
+		print_status(&st);
+	} else {
+		struct cli_rec *r = rec_object();
+		rec_str(r, "id", st.id);
+		rec_str(r, "content", st.content);
+		rec_bool(r, "running", st.running);
+		if (st.exited)
+			rec_int(r, "exit_code", st.exit_code);
+		else
+			rec_str(r, "exit_code", NULL);
+		rec_str(r, "error", st.error);
+		rec_time(r, "started_at", st.started_at.tv_sec);
+		rec_time(r, "finished_at", st.finished_at.tv_sec);
+		rc = cli_print(cli, r, NULL);
+	}
 	osb_command_status_release(&st);
-	return 0;
+	return rc;
 }
 
 static int stdout_sink(void *arg, const void *data, size_t len)
@@ -242,6 +366,43 @@ static int stdout_sink(void *arg, const void *data, size_t len)
 	if (fwrite(data, 1, len, stdout) != len)
 		return -EIO;
 	return 0;
+}
+
+struct mem {
+	char *s;
+	size_t len;
+};
+
+static int mem_sink(void *arg, const void *data, size_t len)
+{
+	struct mem *m = arg;
+	char *g = realloc(m->s, m->len + len + 1);
+	if (!g)
+		return -ENOMEM;
+	memcpy(g + m->len, data, len);
+	m->s = g;
+	m->len += len;
+	m->s[m->len] = '\0';
+	return 0;
+}
+
+/* logs -o json: the output so far and the cursor after it */
+static int logs_json(struct osb_cli *cli, struct osb_sandbox *sb,
+		     const char *id, int64_t cur)
+{
+	struct osb_error err;
+	struct mem m = { 0 };
+	int rc = osb_command_logs(sb, id, cur, mem_sink, &m, &cur, &err);
+	if (rc) {
+		free(m.s);
+		return cli_fail("logs", rc, &err);
+	}
+	struct cli_rec *r = rec_object();
+	rec_str(r, "execution_id", id);
+	rec_str(r, "content", m.s ? m.s : "");
+	rec_int(r, "cursor", cur);
+	free(m.s);
+	return cli_print(cli, r, NULL);
 }
 
 int cmd_logs(struct osb_cli *cli, int argc, char **argv)
@@ -265,13 +426,16 @@ int cmd_logs(struct osb_cli *cli, int argc, char **argv)
 		} else
 			return 2;
 	}
-	if (optind + 1 != argc)
-		return cli_usage("usage: osb logs [-f] [--cursor N] ID");
+	const char *id = exec_id(cli, argc, argv, optind,
+				 "logs [-f] [--cursor N] ID");
+	if (!id)
+		return 2;
 	struct osb_sandbox *sb = cli_sandbox(cli);
 	if (!sb)
 		return 1;
-	const char *id = argv[optind];
 	int64_t cur = cursor;
+	if (cli->format == CLI_JSON && !follow)
+		return logs_json(cli, sb, id, cur);
 	for (;;) {
 		struct osb_command_status st;
 		bool running = false;
@@ -301,56 +465,105 @@ int cmd_logs(struct osb_cli *cli, int argc, char **argv)
 int cmd_interrupt(struct osb_cli *cli, int argc, char **argv)
 {
 	struct osb_error err;
-	if (argc != 2)
-		return cli_usage("usage: osb interrupt ID");
+	const char *id = exec_id(cli, argc, argv, 1, "interrupt ID");
+	if (!id)
+		return 2;
 	struct osb_sandbox *sb = cli_sandbox(cli);
 	if (!sb)
 		return 1;
-	int rc = osb_command_interrupt(sb, argv[1], &err);
-	return rc ? cli_fail("interrupt", rc, &err) : 0;
+	int rc = osb_command_interrupt(sb, id, &err);
+	if (rc)
+		return cli_fail("interrupt", rc, &err);
+	cli_done(cli, "interrupted %s", id);
+	return 0;
+}
+
+#define SESSION_USAGE "usage: osb command session create [SANDBOX_ID] [-w DIR] | run [SANDBOX_ID] SESSION_ID -- COMMAND | delete [SANDBOX_ID] SESSION_ID"
+
+static int session_create(struct osb_cli *cli, int argc, char **argv)
+{
+	struct run_args a = { 0 };
+	struct osb_error err;
+	char id[OSB_ID_MAX];
+
+	int st = parse_run_opts(argc, argv, "w:", &a);
+	osb_kvlist_release(&a.envs);
+	if (st)
+		return st;
+	if (cli_take_id(cli, argc, argv, optind, 0) != argc)
+		return cli_usage(SESSION_USAGE);
+	struct osb_sandbox *sb = cli_sandbox(cli);
+	if (!sb)
+		return 1;
+	int rc = osb_session_create(sb, a.o.cwd, id, &err);
+	if (rc)
+		return cli_fail("session", rc, &err);
+	if (cli->format == CLI_RAW) {
+		printf("%s\n", id);
+		return 0;
+	}
+	struct cli_rec *r = rec_object();
+	rec_str(r, "sandbox_id", osb_sandbox_id(sb));
+	rec_str(r, "session_id", id);
+	rec_str(r, "working_directory", a.o.cwd);
+	return cli_print(cli, r, NULL);
+}
+
+static int session_run(struct osb_cli *cli, int argc, char **argv)
+{
+	struct run_args a = { 0 };
+	struct exec_out out = { 0 };
+	struct osb_error err;
+	char *sid = NULL;
+	int code;
+
+	int st = parse_run(cli, argc, argv, 1, &sid, &a);
+	osb_kvlist_release(&a.envs);
+	if (!st && (!sid || a.ncmd < 1))
+		st = cli_usage(SESSION_USAGE);
+	if (st)
+		return st;
+	struct osb_sandbox *sb = cli_sandbox(cli);
+	if (!sb)
+		return 1;
+	char *cmd = join_command(a.ncmd, a.cmd);
+	int rc = cmd ? osb_session_run(sb, sid, cmd, a.o.cwd, a.o.timeout_ms,
+				       exec_event, &out, &code, &err) :
+		       -ENOMEM;
+	free(cmd);
+	if (rc) {
+		cli_fail("session", rc, &err);
+		return 255;
+	}
+	return code < 0 ? 255 : code & 0xff;
 }
 
 int cmd_session(struct osb_cli *cli, int argc, char **argv)
 {
 	struct osb_error err;
-	struct exec_out out = { 0 };
-	char id[OSB_ID_MAX];
-	int code;
 
 	if (argc < 2)
-		return cli_usage("usage: osb session create [--cwd DIR] | run ID COMMAND | delete ID");
+		return cli_usage(SESSION_USAGE);
+	/* the verb's own arguments, with argv[0] = the verb */
+	argc--;
+	argv++;
+	if (strcmp(argv[0], "create") == 0)
+		return session_create(cli, argc, argv);
+	if (strcmp(argv[0], "run") == 0)
+		return session_run(cli, argc, argv);
+	if (strcmp(argv[0], "delete") != 0)
+		return cli_usage(SESSION_USAGE);
+	int first = cli_take_id(cli, argc, argv, 1, 1);
+	if (first + 1 != argc)
+		return cli_usage(SESSION_USAGE);
 	struct osb_sandbox *sb = cli_sandbox(cli);
 	if (!sb)
 		return 1;
-	if (strcmp(argv[1], "create") == 0) {
-		const char *cwd = NULL;
-		if (argc == 4 && strcmp(argv[2], "--cwd") == 0)
-			cwd = argv[3];
-		else if (argc != 2)
-			return cli_usage("usage: osb session create [--cwd DIR]");
-		int rc = osb_session_create(sb, cwd, id, &err);
-		if (rc)
-			return cli_fail("session", rc, &err);
-		printf("%s\n", id);
-		return 0;
-	}
-	if (strcmp(argv[1], "run") == 0 && argc >= 4) {
-		char *cmd = join_command(argc - 3, argv + 3);
-		int rc = cmd ? osb_session_run(sb, argv[2], cmd, NULL, 0,
-					       exec_event, &out, &code, &err) :
-			       -ENOMEM;
-		free(cmd);
-		if (rc) {
-			cli_fail("session", rc, &err);
-			return 255;
-		}
-		return code < 0 ? 255 : code & 0xff;
-	}
-	if (strcmp(argv[1], "delete") == 0 && argc == 3) {
-		int rc = osb_session_delete(sb, argv[2], &err);
-		return rc ? cli_fail("session", rc, &err) : 0;
-	}
-	return cli_usage("usage: osb session create [--cwd DIR] | run ID COMMAND | delete ID");
+	int rc = osb_session_delete(sb, argv[first], &err);
+	if (rc)
+		return cli_fail("session", rc, &err);
+	cli_done(cli, "deleted session %s", argv[first]);
+	return 0;
 }
 
 static int code_event(void *arg, const struct osb_event *ev)
@@ -482,27 +695,107 @@ int cmd_code(struct osb_cli *cli, int argc, char **argv)
 	return failed ? 1 : 0;
 }
 
+/* egress get [SANDBOX_ID] */
+int cmd_egress_get(struct osb_cli *cli, int argc, char **argv)
+{
+	struct osb_error err;
+	char *json;
+
+	if (cli_take_id(cli, argc, argv, 1, 0) != argc)
+		return cli_usage("usage: osb egress get SANDBOX_ID");
+	struct osb_sandbox *sb = cli_sandbox(cli);
+	if (!sb)
+		return 1;
+	int rc = osb_egress_get(sb, &json, &err);
+	if (rc)
+		return cli_fail("egress", rc, &err);
+	if (cli->format == CLI_RAW) {
+		printf("%s\n", json);
+		free(json);
+		return 0;
+	}
+	struct cli_rec *r = rec_object();
+	rc = rec_json(r, "egress", json);
+	free(json);
+	if (rc) {
+		rec_free(r);
+		return cli_fail("egress", -EPROTO, NULL);
+	}
+	return cli_print(cli, r, NULL);
+}
+
+/* egress patch [SANDBOX_ID] --rule ACTION=TARGET..., or the older
+ * egress patch JSON */
+int cmd_egress_patch(struct osb_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "rule", required_argument, NULL, 'r' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct osb_error err;
+	struct cli_rec *rules = rec_array();
+	int c, nrules = 0;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		char *eq = c == 'r' ? strchr(optarg, '=') : NULL;
+		if (eq)
+			*eq = '\0';
+		if (!eq || (strcmp(optarg, "allow") != 0 &&
+			    strcmp(optarg, "deny") != 0) || !eq[1]) {
+			rec_free(rules);
+			return c == 'r' ? cli_usage("bad --rule: ACTION=TARGET, "
+						    "ACTION allow or deny") :
+					  2;
+		}
+		struct cli_rec *rule = rec_add_object(rules, NULL);
+		rec_str(rule, "action", optarg);
+		rec_str(rule, "target", eq + 1);
+		nrules++;
+	}
+	int first = cli_take_id(cli, argc, argv, optind, nrules ? 0 : 1);
+	if (first + (nrules ? 0 : 1) != argc) {
+		rec_free(rules);
+		return cli_usage("usage: osb egress patch SANDBOX_ID --rule "
+				 "ACTION=TARGET...");
+	}
+	struct osb_sandbox *sb = cli_sandbox(cli);
+	if (!sb) {
+		rec_free(rules);
+		return 1;
+	}
+	char *json = nrules ? rec_to_json(rules) : strdup(argv[first]);
+	int rc = json ? osb_egress_patch(sb, json, &err) : -ENOMEM;
+	free(json);
+	if (rc) {
+		rec_free(rules);
+		return cli_fail("egress", rc, &err);
+	}
+	if (cli->format == CLI_RAW) {
+		rec_free(rules);
+		return 0;
+	}
+	struct cli_rec *r = rec_object();
+	rec_str(r, "sandbox_id", osb_sandbox_id(sb));
+	rec_move(r, "patched_rules", rules);
+	return cli_print(cli, r, NULL);
+}
+
+/* The older egress: [get] | patch JSON | allow HOST | deny HOST |
+ * delete TARGET... (argv[0] = "egress") */
 int cmd_egress(struct osb_cli *cli, int argc, char **argv)
 {
 	struct osb_error err;
 	int rc;
 
+	if (argc == 1)
+		return cmd_egress_get(cli, argc, argv);
+	if (strcmp(argv[1], "get") == 0)
+		return cmd_egress_get(cli, argc - 1, argv + 1);
+	if (strcmp(argv[1], "patch") == 0)
+		return cmd_egress_patch(cli, argc - 1, argv + 1);
 	struct osb_sandbox *sb = cli_sandbox(cli);
 	if (!sb)
 		return 1;
-	if (argc == 1 || (argc == 2 && strcmp(argv[1], "get") == 0)) {
-		char *json;
-		rc = osb_egress_get(sb, &json, &err);
-		if (rc)
-			return cli_fail("egress", rc, &err);
-		printf("%s\n", json);
-		free(json);
-		return 0;
-	}
-	if (argc == 3 && strcmp(argv[1], "patch") == 0) {
-		rc = osb_egress_patch(sb, argv[2], &err);
-		return rc ? cli_fail("egress", rc, &err) : 0;
-	}
 	if (argc == 3 && (strcmp(argv[1], "allow") == 0 ||
 			  strcmp(argv[1], "deny") == 0)) {
 		rc = osb_egress_rule(sb, argv[1], argv[2], &err);

@@ -1,45 +1,19 @@
 /*
- * osb_lifecycle.c - `osb create|list|info|pause|resume|renew|kill|endpoint`.
+ * osb_lifecycle.c - `osb sandbox create|list|get|kill|pause|resume|renew|
+ * endpoint`, and their older spellings (create, list, info...).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "osb_tool.h"
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return NULL;
-	size_t cap = 4096, len = 0;
-	char *s = malloc(cap);
-	while (s) {
-		size_t n = fread(s + len, 1, cap - len - 1, f);
-		len += n;
-		if (n == 0)
-			break;
-		if (len + 1 == cap) {
-			char *p = realloc(s, cap * 2);
-			if (!p) {
-				free(s);
-				s = NULL;
-				break;
-			}
-			s = p;
-			cap *= 2;
-		}
-	}
-	if (s)
-		s[len] = '\0';
-	fclose(f);
-	return s;
-}
 
 static void print_time(const char *label, time_t t)
 {
@@ -75,24 +49,50 @@ static void print_info(const struct osb_sandbox_info *info)
 		       info->metadata.items[i].value);
 }
 
+/* A sandbox as JSON, in the official CLI's shape (its status an
+ * object with the state). */
+static void rec_sandbox(struct cli_rec *r, const struct osb_sandbox_info *i)
+{
+	rec_str(r, "id", i->id);
+	struct cli_rec *st = rec_add_object(r, "status");
+	rec_str(st, "state", i->state);
+	rec_str(st, "reason", i->reason);
+	rec_str(st, "message", i->message);
+	rec_str(r, "image", i->image);
+	struct cli_rec *ep = rec_add_array(r, "entrypoint");
+	for (size_t k = 0; i->entrypoint && i->entrypoint[k]; k++)
+		rec_str(ep, NULL, i->entrypoint[k]);
+	rec_kv(r, "metadata", &i->metadata);
+	rec_time(r, "created_at", i->created_at);
+	rec_time(r, "expires_at", i->expires_at);
+}
+
 int cmd_create(struct osb_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "image", required_argument, NULL, 'i' },
-		{ "entrypoint", required_argument, NULL, 'e' },
+		{ "entrypoint", required_argument, NULL, 'P' },
 		{ "timeout", required_argument, NULL, 't' },
-		{ "env", required_argument, NULL, 'E' },
+		{ "env", required_argument, NULL, 'e' },
 		{ "metadata", required_argument, NULL, 'm' },
 		{ "network-policy", required_argument, NULL, 'n' },
+		{ "network-policy-file", required_argument, NULL, 'n' },
 		{ "cpu", required_argument, NULL, 'c' },
 		{ "memory", required_argument, NULL, 'M' },
+		{ "resource", required_argument, NULL, 'r' },
 		{ "no-wait", no_argument, NULL, 'W' },
+		{ "skip-health-check", no_argument, NULL, 'W' },
+		{ "ready-timeout", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
+	/* [defaults] of the settings file, else ours */
 	struct osb_create_params p = {
-		.image = "opensandbox/code-interpreter:latest",
+		.image = cli->file->image ? cli->file->image :
+					    "opensandbox/code-interpreter:latest",
 		.timeout_s = 600,
 	};
+	long ready_s = 120;
+	const char *timeout_arg = cli->file->timeout;
 	struct osb_kvlist env = { 0 }, md = { 0 };
 	const char *ep[64];
 	size_t nep = 0;
@@ -103,39 +103,65 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 	long v;
 	int c, status = 0;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "i:t:e:m:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			p.image = optarg;
 			break;
-		case 'e':
-			if (nep + 1 >= sizeof(ep) / sizeof(ep[0]))
-				return cli_usage("too many --entrypoint");
+		case 'r':
+			if (strncmp(optarg, "cpu=", 4) == 0) {
+				p.cpu = optarg + 4;
+			} else if (strncmp(optarg, "memory=", 7) == 0) {
+				p.memory = optarg + 7;
+			} else {
+				status = cli_usage("bad --resource %s (cpu=N "
+						   "or memory=N)",
+						   optarg);
+				goto out;
+			}
+			break;
+		case 'R':
+			if (osb_duration_parse(optarg, &ready_s) || !ready_s) {
+				status = cli_usage("bad --ready-timeout %s",
+						   optarg);
+				goto out;
+			}
+			break;
+		case 'P':
+			if (nep + 1 >= sizeof(ep) / sizeof(ep[0])) {
+				status = cli_usage("too many --entrypoint");
+				goto out;
+			}
 			ep[nep++] = optarg;
 			break;
 		case 't':
-			if (strcmp(optarg, "none") == 0)
-				p.timeout_s = 0;
-			else if (cli_parse_long(optarg, &v) || v <= 0)
-				return cli_usage("bad --timeout %s", optarg);
-			else
-				p.timeout_s = v;
+			timeout_arg = optarg;
+			if (osb_duration_parse(optarg, &v) ||
+			    (!v && strcasecmp(optarg, "none") != 0)) {
+				status = cli_usage("bad --timeout %s", optarg);
+				goto out;
+			}
 			break;
-		case 'E':
-			if (osb_kvlist_add_pair(&env, optarg))
-				return cli_usage("bad --env %s", optarg);
+		case 'e':
+			if (osb_kvlist_add_pair(&env, optarg)) {
+				status = cli_usage("bad --env %s", optarg);
+				goto out;
+			}
 			break;
 		case 'm':
-			if (osb_kvlist_add_pair(&md, optarg))
-				return cli_usage("bad --metadata %s", optarg);
+			if (osb_kvlist_add_pair(&md, optarg)) {
+				status = cli_usage("bad --metadata %s", optarg);
+				goto out;
+			}
 			break;
 		case 'n':
 			free(policy);
-			policy = slurp(optarg);
+			policy = cli_slurp(optarg, NULL);
 			if (!policy) {
 				fprintf(stderr, "osb: %s: %s\n", optarg,
 					strerror(errno));
-				return 1;
+				status = 1;
+				goto out;
 			}
 			break;
 		case 'c':
@@ -148,11 +174,22 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 			wait = false;
 			break;
 		default:
-			return 2;
+			status = 2;
+			goto out;
 		}
 	}
-	if (optind < argc)
-		return cli_usage("create takes no arguments");
+	if (optind < argc) {
+		status = cli_usage("create takes no arguments");
+		goto out;
+	}
+	if (timeout_arg && (osb_duration_parse(timeout_arg, &v) ||
+			    (!v && strcasecmp(timeout_arg, "none") != 0))) {
+		status = cli_usage("bad [defaults] timeout \"%s\" in %s",
+				   timeout_arg, cli->config_path);
+		goto out;
+	}
+	if (timeout_arg)
+		p.timeout_s = v;
 	ep[nep] = NULL;
 	if (nep)
 		p.entrypoint = ep;
@@ -169,8 +206,8 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 	}
 	if (wait) {
 		struct osb_sandbox *sb = NULL;
-		rc = osb_sandbox_wait_running(cli->client, info.id, 120000,
-					      NULL, &err);
+		rc = osb_sandbox_wait_running(cli->client, info.id,
+					      ready_s * 1000, NULL, &err);
 		if (!rc)
 			rc = osb_sandbox_open(cli->client, info.id, &sb, &err);
 		if (!rc)
@@ -184,13 +221,54 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 			goto out;
 		}
 	}
-	printf("%s\n", info.id);
+	if (cli->format == CLI_RAW) {
+		printf("%s\n", info.id);
+	} else {
+		struct cli_rec *r = rec_object();
+		rec_str(r, "id", info.id);
+		rec_str(r, "image", p.image);
+		rec_str(r, "status", wait ? "Running" : info.state);
+		if (p.timeout_s > 0)
+			rec_int(r, "timeout", p.timeout_s);
+		else
+			rec_str(r, "timeout", NULL);
+		rec_time(r, "expires_at", info.expires_at);
+		status = cli_print(cli, r, NULL);
+	}
 	osb_sandbox_info_release(&info);
 out:
 	free(policy);
 	osb_kvlist_release(&env);
 	osb_kvlist_release(&md);
 	return status;
+}
+
+static int print_list(struct osb_cli *cli, struct osb_sandbox_list *l)
+{
+	static const char *const cols[] = { "id", "status.state", "image",
+					    "created_at", "expires_at", NULL };
+	struct cli_rec *r = rec_object(), *items = NULL;
+	if (cli->format == CLI_TABLE)
+		items = rec_array();
+	else
+		items = rec_add_array(r, "items");
+	for (size_t i = 0; i < l->n; i++)
+		rec_sandbox(rec_add_object(items, NULL), &l->items[i]);
+	struct cli_rec *pg = rec_add_object(r, "pagination");
+	rec_int(pg, "page", l->page);
+	rec_int(pg, "page_size", l->page_size);
+	rec_int(pg, "total_pages", l->total_pages);
+	rec_int(pg, "total_items", l->total_items);
+	rec_bool(pg, "has_next_page", l->has_next);
+	if (cli->format == CLI_TABLE) {
+		if (l->has_next)
+			fprintf(stderr, "osb: page %d of %d; --page %d for more\n",
+				l->page, l->total_pages, l->page + 1);
+		rec_free(r);
+		r = items;
+	}
+	osb_sandbox_list_release(l);
+	return cli_print(cli, r, cols);
 }
 
 int cmd_list(struct osb_cli *cli, int argc, char **argv)
@@ -211,11 +289,15 @@ int cmd_list(struct osb_cli *cli, int argc, char **argv)
 	long v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:m:", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (ns + 1 >= 16)
 				return cli_usage("too many --state");
+			/* "running" is "Running", as the official CLI takes it */
+			for (char *q = optarg; *q; q++)
+				*q = (char)(q == optarg ? toupper((unsigned char)*q) :
+							  tolower((unsigned char)*q));
 			states[ns++] = optarg;
 			break;
 		case 'm':
@@ -243,6 +325,8 @@ int cmd_list(struct osb_cli *cli, int argc, char **argv)
 	osb_kvlist_release(&md);
 	if (rc)
 		return cli_fail("list", rc, &err);
+	if (cli->format != CLI_RAW)
+		return print_list(cli, &l);
 	for (size_t i = 0; i < l.n; i++) {
 		char created[64], expires[64] = "never";
 		osb_time_format(l.items[i].created_at, created,
@@ -275,80 +359,188 @@ int cmd_info(struct osb_cli *cli, int argc, char **argv)
 	int rc = osb_sandbox_get(cli->client, id, &info, &err);
 	if (rc)
 		return cli_fail(id, rc, &err);
-	print_info(&info);
+	if (cli->format == CLI_RAW) {
+		print_info(&info);
+	} else {
+		struct cli_rec *r = rec_object();
+		rec_sandbox(r, &info);
+		rc = cli_print(cli, r, NULL);
+	}
 	osb_sandbox_info_release(&info);
-	return 0;
+	return rc;
 }
 
 static int simple_action(struct osb_cli *cli, int argc, char **argv,
 			 int (*fn)(struct osb_client *, const char *,
-				   struct osb_error *))
+				   struct osb_error *),
+			 const char *done)
 {
 	struct osb_error err;
+	if (argc > 2)
+		return cli_usage("usage: osb sandbox %s SANDBOX_ID", argv[0]);
 	const char *id = cli_sandbox_id(cli, argc, argv, 1);
 	if (!id)
 		return 2;
 	int rc = fn(cli->client, id, &err);
-	return rc ? cli_fail(id, rc, &err) : 0;
+	if (rc)
+		return cli_fail(id, rc, &err);
+	cli_done(cli, "sandbox %s %s", id, done);
+	return 0;
 }
 
 int cmd_pause(struct osb_cli *cli, int argc, char **argv)
 {
-	return simple_action(cli, argc, argv, osb_sandbox_pause);
+	return simple_action(cli, argc, argv, osb_sandbox_pause, "paused");
 }
 
 int cmd_resume(struct osb_cli *cli, int argc, char **argv)
 {
-	return simple_action(cli, argc, argv, osb_sandbox_resume);
+	static const struct option opts[] = {
+		{ "skip-health-check", no_argument, NULL, 'S' },
+		{ "resume-timeout", required_argument, NULL, 'T' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct osb_error err;
+	bool wait = true;
+	long secs = 120;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'S')
+			wait = false;
+		else if (c != 'T' || osb_duration_parse(optarg, &secs) || !secs)
+			return c == 'T' ? cli_usage("bad --resume-timeout %s",
+						    optarg) :
+					  2;
+	}
+	if (optind + 1 < argc)
+		return cli_usage("usage: osb sandbox resume SANDBOX_ID");
+	const char *id = cli_sandbox_id(cli, argc, argv, optind);
+	if (!id)
+		return 2;
+	int rc = osb_sandbox_resume(cli->client, id, &err);
+	if (!rc && wait)
+		rc = osb_sandbox_wait_running(cli->client, id, secs * 1000,
+					      NULL, &err);
+	if (rc)
+		return cli_fail(id, rc, &err);
+	cli_done(cli, "sandbox %s resumed", id);
+	return 0;
 }
 
+/* kill ID...: each one, on to the next after a failure. */
 int cmd_kill(struct osb_cli *cli, int argc, char **argv)
 {
-	return simple_action(cli, argc, argv, osb_sandbox_delete);
+	struct osb_error err;
+	const char *id = cli_sandbox_id(cli, argc, argv, 1);
+	int status = 0;
+
+	if (!id)
+		return 2;
+	struct cli_rec *r = rec_array();
+	for (int i = argc > 1 ? 1 : 0; i < (argc > 1 ? argc : 1); i++) {
+		if (argc > 1)
+			id = argv[i];
+		int rc = osb_sandbox_delete(cli->client, id, &err);
+		if (rc) {
+			status = cli_fail(id, rc, &err);
+			continue;
+		}
+		struct cli_rec *row = rec_add_object(r, NULL);
+		rec_str(row, "sandbox_id", id);
+		rec_str(row, "status", "terminated");
+	}
+	if (cli->format == CLI_RAW || status) {
+		rec_free(r);
+		return status;
+	}
+	static const char *const cols[] = { "sandbox_id", "status", NULL };
+	return cli_print(cli, r, cols);
 }
 
+/* renew SANDBOX_ID --timeout DURATION, or the older renew [ID] SECONDS */
 int cmd_renew(struct osb_cli *cli, int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "timeout", required_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 },
+	};
 	struct osb_error err;
-	const char *id = cli->sandbox_id;
+	const char *ttl = NULL;
 	long secs;
 	time_t got;
+	int c;
 
-	if (argc == 3)
-		id = argv[1];
-	else if (argc != 2)
-		return cli_usage("usage: osb renew [ID] SECONDS");
+	while ((c = getopt_long(argc, argv, "t:", opts, NULL)) != -1) {
+		if (c != 't')
+			return 2;
+		ttl = optarg;
+	}
+	int first = cli_take_id(cli, argc, argv, optind, ttl ? 0 : 1);
+	if (!ttl && first + 1 == argc)
+		ttl = argv[first++];
+	if (!ttl || first != argc)
+		return cli_usage("usage: osb sandbox renew SANDBOX_ID --timeout DURATION");
+	const char *id = cli->sandbox_id;
 	if (!id)
 		return cli_usage("no sandbox: give an id, -s ID or OPEN_SANDBOX_ID");
-	if (cli_parse_long(argv[argc - 1], &secs) || secs <= 0)
-		return cli_usage("bad SECONDS %s", argv[argc - 1]);
+	if (osb_duration_parse(ttl, &secs) || secs <= 0)
+		return cli_usage("bad timeout %s", ttl);
 	int rc = osb_sandbox_renew(cli->client, id, time(NULL) + secs, &got,
 				   &err);
 	if (rc)
 		return cli_fail(id, rc, &err);
-	print_time("expires", got);
-	return 0;
+	if (cli->format == CLI_RAW) {
+		print_time("expires", got);
+		return 0;
+	}
+	struct cli_rec *r = rec_object();
+	rec_str(r, "sandbox_id", id);
+	rec_time(r, "expires_at", got);
+	return cli_print(cli, r, NULL);
 }
 
+/* endpoint SANDBOX_ID --port PORT, or the older endpoint PORT */
 int cmd_endpoint(struct osb_cli *cli, int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "port", required_argument, NULL, 'p' },
+		{ NULL, 0, NULL, 0 },
+	};
 	struct osb_endpoint ep;
 	struct osb_error err;
+	const char *port_arg = NULL;
 	long port;
+	int c;
 
-	if (argc != 2 || cli_parse_long(argv[1], &port) || port <= 0 ||
-	    port > 65535)
-		return cli_usage("usage: osb endpoint PORT");
+	while ((c = getopt_long(argc, argv, "p:", opts, NULL)) != -1) {
+		if (c != 'p')
+			return 2;
+		port_arg = optarg;
+	}
+	int first = cli_take_id(cli, argc, argv, optind, port_arg ? 0 : 1);
+	if (!port_arg && first + 1 == argc)
+		port_arg = argv[first++];
+	if (!port_arg || first != argc || cli_parse_long(port_arg, &port) ||
+	    port <= 0 || port > 65535)
+		return cli_usage("usage: osb sandbox endpoint SANDBOX_ID --port PORT");
 	if (!cli->sandbox_id)
 		return cli_usage("no sandbox: give -s ID or OPEN_SANDBOX_ID");
 	int rc = osb_endpoint_get(cli->client, cli->sandbox_id, (int)port, &ep,
 				  &err);
 	if (rc)
 		return cli_fail(cli->sandbox_id, rc, &err);
-	printf("%s\n", ep.url);
-	for (size_t i = 0; i < ep.headers.n; i++)
-		printf("%s: %s\n", ep.headers.items[i].key,
-		       ep.headers.items[i].value);
+	if (cli->format == CLI_RAW) {
+		printf("%s\n", ep.url);
+		for (size_t i = 0; i < ep.headers.n; i++)
+			printf("%s: %s\n", ep.headers.items[i].key,
+			       ep.headers.items[i].value);
+	} else {
+		struct cli_rec *r = rec_object();
+		rec_str(r, "endpoint", ep.url);
+		rec_kv(r, "headers", &ep.headers);
+		rc = cli_print(cli, r, NULL);
+	}
 	osb_endpoint_release(&ep);
-	return 0;
+	return rc;
 }

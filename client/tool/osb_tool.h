@@ -1,27 +1,65 @@
 /*
  * osb_tool.h - the pieces of the `osb` command-line tool.
  *
- * osb.c parses the connection options and dispatches to a subcommand;
- * osb_lifecycle.c, osb_files.c and osb_exec.c hold the subcommands.
+ * osb.c parses the global options (flags, else the environment, else the
+ * settings file) and dispatches; osb_help.c holds the command table with
+ * every help text; osb_out.c prints results as a table, JSON or the raw
+ * lines scripts read; osb_progress.c the progress line of transfers;
+ * osb_lifecycle.c, osb_files.c, osb_exec.c and osb_config.c the
+ * commands.
+ *
+ * The official CLI's grammar names the sandbox first (`osb file cat ID
+ * PATH`); the older spellings take it from -s ID or OPEN_SANDBOX_ID. The
+ * commands accept both: cli_take_id() tells them apart by the count of
+ * arguments.
  */
 #ifndef OSB_TOOL_H
 #define OSB_TOOL_H
 
+#include <stdbool.h>
+#include <stdio.h>
+
 #include "osb.h"
 
-struct osb_cli {
-	struct osb_client *client;
-	const char *sandbox_id;    /* -s ID or OPEN_SANDBOX_ID */
-	struct osb_sandbox *sb;    /* opened on first use */
+/* How results are printed: the raw lines scripts read (the default when
+ * stdout is no terminal), aligned columns, or JSON. */
+enum cli_format {
+	CLI_RAW,
+	CLI_TABLE,
+	CLI_JSON,
 };
 
-/* The sandbox named by -s / OPEN_SANDBOX_ID, opened once. Prints the
- * error and returns NULL on failure. */
+struct osb_cli {
+	struct osb_client *client; /* NULL for `config` */
+	const char *sandbox_id;    /* the command's, or -s / OPEN_SANDBOX_ID */
+	struct osb_sandbox *sb;    /* opened on first use */
+	enum cli_format format;
+	const char *config_path;   /* --config, else the default */
+	const struct osb_config *cfg;     /* the connection, as resolved */
+	const struct osb_cfgfile *file;   /* the settings file, as read */
+	bool progress;             /* transfers show progress (a terminal) */
+	const char *const *cmd_path; /* e.g. {"file", "write"}, for help */
+};
+
+/* The sandbox named by the command or -s / OPEN_SANDBOX_ID, opened once.
+ * Prints the error and returns NULL on failure. */
 struct osb_sandbox *cli_sandbox(struct osb_cli *cli);
 /* The sandbox id from an optional argument, else -s. NULL + message if
  * there is none. */
 const char *cli_sandbox_id(struct osb_cli *cli, int argc, char **argv,
 			   int optind_now);
+/*
+ * cli_take_id() - a command that takes @n arguments (after its options,
+ * from @first) may be given the sandbox id before them: with n + 1
+ * arguments the first one is the id (it becomes cli->sandbox_id); with
+ * @n < 0 (one or more sandbox paths) when another follows. An argument
+ * that starts with '/' is never taken for an id. Returns the index of the first
+ * argument after the id.
+ */
+int cli_take_id(struct osb_cli *cli, int argc, char **argv, int first, int n);
+/* Warns, as ssh does, when the settings file holds a key others may
+ * read. */
+void cli_warn_key_exposed(const struct osb_cfgfile *f);
 /* Prints "osb: WHAT: MESSAGE" and returns 1. */
 int cli_fail(const char *what, int rc, const struct osb_error *err);
 /* The same for a call that is never resent (a create, a command): when
@@ -35,9 +73,81 @@ int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_parse_long(const char *s, long *ret);
 /* Parses an octal mode. */
 int cli_parse_mode(const char *s, mode_t *ret);
+/* Reads all of a file (NULL: stdin) into a string (its length in
+ * *ret_len, which may be NULL); NULL + errno. */
+char *cli_slurp(const char *path, size_t *ret_len);
 
 typedef int (*cli_cmd_fn)(struct osb_cli *cli, int argc, char **argv);
 
+/* One command of the table (osb_help.c). */
+struct cli_cmd {
+	const char *group;  /* "sandbox", "file"...; NULL at the top */
+	const char *name;
+	cli_cmd_fn fn;
+	const char *synopsis; /* the arguments, after "osb GROUP NAME" */
+	const char *help;     /* what it does, then its options; NULL for
+				 an older spelling (listed apart) */
+};
+extern const struct cli_cmd cli_cmds[];
+extern const size_t cli_ncmds;
+/* The groups, with a line each. */
+struct cli_group {
+	const char *name;
+	const char *help;
+};
+extern const struct cli_group cli_groups[];
+extern const size_t cli_ngroups;
+
+/* `osb --help`, `osb GROUP --help`, `osb GROUP NAME --help` to @out. */
+void cli_help_main(FILE *out);
+void cli_help_group(FILE *out, const char *group);
+void cli_help_cmd(FILE *out, const struct cli_cmd *c);
+
+/* ---- output (osb_out.c): a result is built as a record, then
+ * printed as the format says */
+struct cli_rec;
+struct cli_rec *rec_object(void);
+struct cli_rec *rec_array(void);
+void rec_free(struct cli_rec *r);
+/* Members of an object (@v NULL: JSON null); each copies what it gets.
+ * They do nothing on an earlier allocation failure (rec_print says). */
+void rec_str(struct cli_rec *r, const char *key, const char *v);
+void rec_int(struct cli_rec *r, const char *key, long long v);
+void rec_bool(struct cli_rec *r, const char *key, bool v);
+void rec_time(struct cli_rec *r, const char *key, time_t t); /* 0: null */
+void rec_kv(struct cli_rec *r, const char *key, const struct osb_kvlist *l);
+/* @json parsed and added (-EINVAL if it is not JSON). */
+int rec_json(struct cli_rec *r, const char *key, const char *json);
+/* @r as compact JSON (malloc'd; NULL on ENOMEM). */
+char *rec_to_json(const struct cli_rec *r);
+/* Adds @v (taken) under @key. */
+void rec_move(struct cli_rec *r, const char *key, struct cli_rec *v);
+/* A new object or array added under @key (to an array: @key NULL). */
+struct cli_rec *rec_add_object(struct cli_rec *r, const char *key);
+struct cli_rec *rec_add_array(struct cli_rec *r, const char *key);
+/*
+ * cli_print() - @r to stdout: JSON, or a table (an array of objects:
+ * the columns @cols, NULL-terminated, with a header; an object: a KEY
+ * VALUE row per member, nested ones as a.b). Frees @r. 0 or 1 (out of
+ * memory, said).
+ */
+int cli_print(struct osb_cli *cli, struct cli_rec *r, const char *const *cols);
+/* A command done that prints no result: a line on a terminal (table),
+ * {"status":"ok","message":...} for JSON, nothing for scripts. */
+void cli_done(struct osb_cli *cli, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- progress of a transfer (osb_progress.c) */
+struct cli_progress;
+/* Starts a line on stderr updated four times a second with the bytes
+ * sent (@up) or received, out of @total (<0: unknown), and the rate;
+ * NULL (nothing shown) unless cli->progress. */
+struct cli_progress *progress_start(struct osb_cli *cli, bool up,
+				    int64_t total);
+/* Stops it, ending the line. NULL-safe. */
+void progress_end(struct cli_progress *p);
+
+/* ---- commands */
 int cmd_create(struct osb_cli *cli, int argc, char **argv);
 int cmd_list(struct osb_cli *cli, int argc, char **argv);
 int cmd_info(struct osb_cli *cli, int argc, char **argv);
@@ -51,7 +161,10 @@ int cmd_ls(struct osb_cli *cli, int argc, char **argv);
 int cmd_stat(struct osb_cli *cli, int argc, char **argv);
 int cmd_get(struct osb_cli *cli, int argc, char **argv);
 int cmd_put(struct osb_cli *cli, int argc, char **argv);
+int cmd_cat(struct osb_cli *cli, int argc, char **argv);
+int cmd_write(struct osb_cli *cli, int argc, char **argv);
 int cmd_rm(struct osb_cli *cli, int argc, char **argv);
+int cmd_rmdir(struct osb_cli *cli, int argc, char **argv);
 int cmd_mkdir(struct osb_cli *cli, int argc, char **argv);
 int cmd_mv(struct osb_cli *cli, int argc, char **argv);
 int cmd_chmod(struct osb_cli *cli, int argc, char **argv);
@@ -66,5 +179,11 @@ int cmd_interrupt(struct osb_cli *cli, int argc, char **argv);
 int cmd_session(struct osb_cli *cli, int argc, char **argv);
 int cmd_code(struct osb_cli *cli, int argc, char **argv);
 int cmd_egress(struct osb_cli *cli, int argc, char **argv);
+int cmd_egress_get(struct osb_cli *cli, int argc, char **argv);
+int cmd_egress_patch(struct osb_cli *cli, int argc, char **argv);
+
+int cmd_config_init(struct osb_cli *cli, int argc, char **argv);
+int cmd_config_show(struct osb_cli *cli, int argc, char **argv);
+int cmd_config_set(struct osb_cli *cli, int argc, char **argv);
 
 #endif /* OSB_TOOL_H */

@@ -75,6 +75,12 @@ int connect_client(struct osbfs_options *o, struct osb_client **ret,
 		}
 		cfg.api_key = key;
 	}
+	/* what the options leave out: the environment, then the file */
+	osb_config_layer(&cfg, &o->cfgfile);
+	if (cfg.api_key == o->cfgfile.api_key && o->cfgfile.key_exposed)
+		log_warn("%s holds the API key and others may read it "
+			 "(chmod 600 %s)",
+			 o->cfgfile.path, o->cfgfile.path);
 	/* while mounting, a server that is not there fails the mount at
 	 * once (main() raises the budget for the mount's life) */
 	cfg.max_retries = 1;

@@ -55,15 +55,10 @@ static void trace_call(void *arg, const char *method, const char *path,
 		       int status, const char *error, long ms, int attempt)
 {
 	(void)arg;
-	char again[32] = "";
-	if (attempt > 1)
-		snprintf(again, sizeof(again), " (try %d)", attempt);
-	if (status)
-		log_debug("api: %s %s -> %d, %ld ms%s", method, path, status,
-			  ms, again);
-	else
-		log_debug("api: %s %s -> %s, %ld ms%s", method, path, error, ms,
-			  again);
+	char line[1200];
+	osb_trace_format(line, sizeof(line), method, path, status, error, ms,
+			 attempt);
+	log_debug("api: %s", line);
 }
 
 /* Where the log goes once the daemon leaves the terminal: log_file=, or

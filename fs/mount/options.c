@@ -40,20 +40,21 @@ struct opt_def {
 
 static const struct opt_def table[] = {
 	/* connection */
-	{ "domain", OPT_STR, O(domain), NULL, "server host[:port] (env OPEN_SANDBOX_DOMAIN, OPENSANDBOX_DOMAIN; else localhost:8080)" },
-	{ "protocol", OPT_STR, O(protocol), "http", "http or https" },
+	{ "config", OPT_STR, O(config), NULL, "settings file of the official CLI, read for what options and env leave out (default ~/.opensandbox/config.toml)" },
+	{ "domain", OPT_STR, O(domain), NULL, "server host[:port] (env OPEN_SANDBOX_DOMAIN, OPENSANDBOX_DOMAIN; settings file; else localhost:8080)" },
+	{ "protocol", OPT_STR, O(protocol), NULL, "http or https (env OPEN_SANDBOX_PROTOCOL; settings file; else http)" },
 	{ "cacert", OPT_STR, O(cacert), NULL, "CA bundle (PEM) to trust for https" },
 	{ "insecure", OPT_BOOL, O(insecure), NULL, "accept any TLS certificate" },
-	{ "api_key_file", OPT_STR, O(api_key_file), NULL, "file holding the API key (else env OPEN_SANDBOX_API_KEY, OPENSANDBOX_API_KEY)" },
-	{ "request_timeout", OPT_MS, O(request_timeout_ms), "30s", "timeout of one request" },
+	{ "api_key_file", OPT_STR, O(api_key_file), NULL, "file holding the API key (else env OPEN_SANDBOX_API_KEY, OPENSANDBOX_API_KEY; else the settings file)" },
+	{ "request_timeout", OPT_MS, O(request_timeout_ms), NULL, "timeout of one request (env OPEN_SANDBOX_REQUEST_TIMEOUT; settings file; else 30s)" },
 	{ "server_proxy", OPT_BOOL, O(server_proxy), NULL, "reach execd through the lifecycle server" },
 	/* creation */
 	{ "name", OPT_STR, O(name), NULL, "find the sandbox labelled name=NAME, or create it" },
-	{ "image", OPT_STR, O(image), "opensandbox/code-interpreter:latest", "image of a new sandbox" },
+	{ "image", OPT_STR, O(image), NULL, "image of a new sandbox (settings file's [defaults]; else opensandbox/code-interpreter:latest)" },
 	{ "entrypoint", OPT_STR, O(entrypoint), "tail -f /dev/null", "entrypoint of a new sandbox" },
 	{ "env", OPT_KV, O(env), NULL, "KEY=VALUE in a new sandbox's environment (repeatable)" },
 	{ "metadata", OPT_KV, O(metadata), NULL, "KEY=VALUE label of a new sandbox (repeatable)" },
-	{ "timeout", OPT_SECS, O(timeout_s), "600", "TTL of a new sandbox (seconds, or none)" },
+	{ "timeout", OPT_SECS, O(timeout_s), NULL, "TTL of a new sandbox (seconds, or none; settings file's [defaults]; else 600)" },
 	{ "network_policy", OPT_STR, O(network_policy), NULL, "JSON file: egress policy of a new sandbox" },
 	{ "cpu", OPT_STR, O(cpu), NULL, "CPU limit of a new sandbox (e.g. 500m)" },
 	{ "memory", OPT_STR, O(memory), NULL, "memory limit of a new sandbox (e.g. 512Mi)" },
@@ -360,6 +361,47 @@ static char *default_cache_dir(void)
 	return strdup(buf);
 }
 
+/*
+ * The settings file, for what neither the options nor the environment
+ * give (connect.c layers the connection): the image and TTL of a new
+ * sandbox from its [defaults]. A file that cannot be read fails here,
+ * before anything remote is asked.
+ */
+static int read_settings(struct osbfs_options *o, char *msg, size_t msg_size)
+{
+	struct osb_error err;
+	char path[4096];
+	const char *file = o->config;
+	long secs;
+
+	if (!file && osb_cfgfile_default_path(path, sizeof(path)) == 0)
+		file = path;
+	int rc = file ? osb_cfgfile_load(file, &o->cfgfile, &err) : 0;
+	if (rc) {
+		snprintf(msg, msg_size, "%s", err.message);
+		return rc;
+	}
+	if (!o->image) {
+		o->image = strdup(o->cfgfile.image ? o->cfgfile.image :
+						     "opensandbox/code-interpreter:latest");
+		if (!o->image)
+			return -ENOMEM;
+	}
+	if (o->timeout_s < 0 && o->cfgfile.timeout) {
+		if (osb_duration_parse(o->cfgfile.timeout, &secs)) {
+			snprintf(msg, msg_size,
+				 "%s: [defaults] timeout \"%s\" is not a "
+				 "duration (10m, 1h30m, none)",
+				 file, o->cfgfile.timeout);
+			return -EINVAL;
+		}
+		o->timeout_s = secs;
+	}
+	if (o->timeout_s < 0)
+		o->timeout_s = 600;
+	return 0;
+}
+
 /* "[SANDBOX][:DIR]" */
 static int split_source(struct osbfs_options *o, const char *src, char *msg,
 			size_t msg_size)
@@ -407,9 +449,11 @@ int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
 	o->dir = strdup("/workspace");
 	if (!o->dir)
 		return -ENOMEM;
+	o->cfgfile.use_server_proxy = -1;
 	rc = set_defaults(o);
 	if (rc)
 		return rc;
+	o->timeout_s = -1; /* not given */
 	if (fuse_opt_parse(&o->fuse_args, &ctx, fuse_keys, proc) == -1) {
 		free_pos(&ctx);
 		if (!msg[0])
@@ -473,12 +517,14 @@ int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
 			 o->symlinks);
 		return -EINVAL;
 	}
-	if (strcmp(o->protocol, "http") != 0 &&
+	if (o->protocol && strcmp(o->protocol, "http") != 0 &&
 	    strcmp(o->protocol, "https") != 0) {
 		snprintf(msg, msg_size, "protocol must be http or https");
 		return -EINVAL;
 	}
-	return 0;
+	if (o->unmount)
+		return 0;
+	return read_settings(o, msg, msg_size);
 }
 
 void options_release(struct osbfs_options *o)
@@ -492,6 +538,7 @@ void options_release(struct osbfs_options *o)
 			osb_kvlist_release((struct osb_kvlist *)field);
 		}
 	}
+	osb_cfgfile_release(&o->cfgfile);
 	free(o->sandbox_id);
 	free(o->dir);
 	free(o->mountpoint);

@@ -19,7 +19,10 @@ struct osbfs_options {
 	char *dir;              /* directory inside the sandbox */
 	char *mountpoint;
 
-	/* connection (as the seed adapter) */
+	/* connection (as the seed adapter); what is not given here comes
+	 * from the environment, then from the settings file (cfgfile) */
+	char *config;           /* the official CLI's settings file */
+	struct osb_cfgfile cfgfile; /* as read (options_parse) */
 	char *domain;
 	char *protocol;
 	char *cacert;
@@ -34,7 +37,8 @@ struct osbfs_options {
 	char *entrypoint;       /* split on white space */
 	struct osb_kvlist env;
 	struct osb_kvlist metadata;
-	long timeout_s;         /* sandbox TTL; 0 = none */
+	long timeout_s;         /* sandbox TTL; 0 = none (option, else the
+				   settings file's [defaults], else 600) */
 	char *network_policy;   /* a JSON file */
 	char *cpu;
 	char *memory;
@@ -72,8 +76,10 @@ struct osbfs_options {
 };
 
 /*
- * options_parse() - fill @o from @argc/@argv and the environment.
- * Returns 0, or -EINVAL with a one-line reason in @msg.
+ * options_parse() - fill @o from @argc/@argv and the environment, and
+ * read the settings file (config=, else ~/.opensandbox/config.toml) for
+ * what neither gives. Returns 0, or -EINVAL with a one-line reason in
+ * @msg (a malformed settings file: "FILE:LINE: what").
  */
 int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
 		  size_t msg_size);

@@ -1,0 +1,483 @@
+"""`osb` in the official OpenSandbox CLI's grammar (sandbox, command, file,
+egress, config; exec ID -- CMD), its global options, -o json, the settings
+file (~/.opensandbox/config.toml) that osb and osbfs read, and the progress
+line of transfers on a terminal."""
+
+import json
+import os
+import pty
+import re
+import stat
+import subprocess
+import threading
+import time
+
+import pytest
+
+from mounthelp import Mount, fsync_path, is_mounted
+from osbhelp import OSB, W, Osb, egress_policy
+from osbtest import ROOT, wait_until
+
+IMG = ["--image", "python:3.11", "--entrypoint", "tail", "--entrypoint", "-f", "--entrypoint", "/dev/null"]
+POLICY = {"defaultAction": "deny", "egress": [{"action": "allow", "target": "pypi.org"}]}
+
+
+def version():
+    with open(ROOT / "meson.build") as f:
+        return re.search(r"version : '([^']+)'", f.read()).group(1)
+
+
+def js(res):
+    """The JSON an osb run printed (it must have succeeded)."""
+    assert res.rc == 0, res.describe()
+    return json.loads(res.out)
+
+
+@pytest.fixture
+def home(tmp_path):
+    """A HOME of its own (for ~/.opensandbox/config.toml)."""
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+def cfg_path(home):
+    return home / ".opensandbox" / "config.toml"
+
+
+def write_cfg(home, text):
+    p = cfg_path(home)
+    p.parent.mkdir(exist_ok=True)
+    p.write_text(text)
+    p.chmod(0o600)
+    return p
+
+
+# ---------------------------------------------------------------- help, version, usage
+
+GROUPS = {
+    "sandbox": ["create", "list", "get", "kill", "pause", "resume", "renew", "endpoint"],
+    "command": ["run", "status", "logs", "interrupt", "session"],
+    "file": ["cat", "write", "upload", "download", "rm", "mv", "mkdir", "rmdir", "search", "info",
+             "chmod", "replace"],
+    "egress": ["get", "patch"],
+    "config": ["init", "show", "set"],
+}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"]] + [[g, "--help"] for g in GROUPS] + [[g] for g in GROUPS]
+                         + [[g, c, "--help"] for g, cs in GROUPS.items() for c in cs]
+                         + [["exec", "--help"], ["file", "write", "-h"]])
+def test_help(osbc, args):
+    res = osbc.ok(*args)
+    assert res.out.startswith("usage:"), res.describe()
+    if len(args) == 3:
+        assert "osb %s %s" % (args[0], args[1]) in res.out
+
+
+def test_main_help_leads_with_the_official_grammar(osbc):
+    out = osbc.ok("--help").out
+    assert out.index("osb sandbox create") < out.index("Older spellings") < out.index("  osb create")
+    assert "OPEN_SANDBOX_API_KEY" in out[out.index("--api-key KEY"):]
+
+
+def test_version(osbc):
+    assert osbc.ok("--version").out == "osb %s\n" % version()
+
+
+@pytest.mark.parametrize("args, err", [
+    (["sandbox", "frob"], 'osb: unknown command "sandbox frob" (osb --help for usage)\n'),
+    (["-o", "yaml", "sandbox", "list"], 'osb: -o takes table, json or raw, not "yaml" (osb --help for usage)\n'),
+    (["sandbox", "renew", "abc", "--timeout", "soon"], "osb: bad timeout soon (osb --help for usage)\n"),
+    (["command", "run", "a", "b", "--", "true"], "osb: usage: osb run SANDBOX_ID [OPTIONS] -- COMMAND... "
+                                                 "(osb --help for usage)\n"),
+    (["egress", "patch", "abc", "--rule", "block=x.org"], "osb: bad --rule: ACTION=TARGET, ACTION allow or deny "
+                                                           "(osb --help for usage)\n"),
+])
+def test_usage_errors(osbc, args, err):
+    res = osbc.run(*args)
+    assert (res.rc, res.out, res.err) == (2, "", err), res.describe()
+
+
+# ---------------------------------------------------------------- sandbox
+
+def test_sandbox_create_json_get_list_kill(server, osbc, cleanup_sandboxes):
+    res = osbc.run("sandbox", "create", *IMG, "--timeout", "30m", "-m", "run=cli16", "-o", "json")
+    d = js(res)
+    cleanup_sandboxes.append(d["id"])
+    assert d["image"] == "python:3.11" and d["status"] == "Running" and d["timeout"] == 1800
+    sid = d["id"]
+    g = js(osbc.run("sandbox", "get", sid, "-o", "json"))
+    assert g["id"] == sid and g["status"]["state"] == "Running"
+    assert g["entrypoint"] == ["tail", "-f", "/dev/null"] and g["metadata"] == {"run": "cli16"}
+    lst = js(osbc.run("-o", "json", "sandbox", "list", "--metadata", "run=cli16"))
+    assert [i["id"] for i in lst["items"]] == [sid] and lst["pagination"]["page"] >= 0
+    table = osbc.ok("sandbox", "list", "-m", "run=cli16", "-o", "table").lines()
+    assert table[0].split() == ["ID", "STATUS", "IMAGE", "CREATED_AT", "EXPIRES_AT"]
+    assert table[1].split()[:3] == [sid, "Running", "python:3.11"]
+    k = js(osbc.run("sandbox", "kill", sid, "-o", "json"))
+    assert k == [{"sandbox_id": sid, "status": "terminated"}]
+    assert server.request("GET", "/v1/sandboxes/" + sid)[0] == 404
+
+
+def test_sandbox_create_raw_prints_the_id(server, osbc, cleanup_sandboxes):
+    res = osbc.ok("sandbox", "create", *IMG, "-t", "none")
+    sid = res.out.strip()
+    cleanup_sandboxes.append(sid)
+    assert "expiresAt" not in server.request("GET", "/v1/sandboxes/" + sid)[2]
+
+
+def test_sandbox_pause_resume_renew_endpoint(server, osbc, sandbox):
+    osbc.ok("sandbox", "pause", sandbox)
+    assert server.request("GET", "/v1/sandboxes/" + sandbox)[2]["status"]["state"] == "Paused"
+    assert js(osbc.run("sandbox", "resume", sandbox, "-o", "json"))["status"] == "ok"
+    assert server.request("GET", "/v1/sandboxes/" + sandbox)[2]["status"]["state"] == "Running"
+    t0 = time.time()
+    r = js(osbc.run("sandbox", "renew", sandbox, "--timeout", "1h30m", "-o", "json"))
+    exp = time.mktime(time.strptime(r["expires_at"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+    assert r["sandbox_id"] == sandbox and abs(exp - (t0 + 5400)) < 60
+    url, hdrs = server.endpoint(sandbox)
+    e = js(osbc.run("sandbox", "endpoint", sandbox, "--port", "44772", "-o", "json"))
+    assert e == {"endpoint": url, "headers": hdrs}
+
+
+def test_sandbox_create_takes_the_defaults_of_the_settings_file(server, osbc, cleanup_sandboxes, home):
+    write_cfg(home, '[defaults]\nimage = "python:3.11"\ntimeout = "15m"\n')
+    d = js(osbc.run("sandbox", "create", "-o", "json", env={"HOME": str(home)}))
+    cleanup_sandboxes.append(d["id"])
+    b = server.request("GET", "/v1/sandboxes/" + d["id"])[2]
+    assert b["image"] == {"uri": "python:3.11"} and d["timeout"] == 900
+
+
+# ---------------------------------------------------------------- command, exec
+
+def test_exec_with_the_id_and_without(osbc, osb, sandbox):
+    res = osbc.run("exec", sandbox, "--", "echo out; echo err >&2; exit 3")
+    assert (res.rc, res.out, res.err) == (3, "out\n", "err\n"), res.describe()
+    assert osbc.ok("command", "run", sandbox, "-w", "/tmp", "--", "pwd").out == "/tmp\n"
+    assert osb.ok("exec", "--", "printf", "%s|", "a b", "c").out == "a b|c|\n"
+
+
+def test_command_run_timeout_is_a_duration(osbc, sandbox):
+    res = osbc.run("command", "run", sandbox, "-t", "1s", "--", "sleep 30; echo late")
+    assert res.rc != 0 and "late" not in res.out and res.seconds < 20, res.describe()
+
+
+def test_command_background_status_logs_interrupt(osbc, sandbox):
+    d = js(osbc.run("command", "run", sandbox, "-d", "-o", "json", "--", "echo started; sleep 60"))
+    assert d["sandbox_id"] == sandbox and d["mode"] == "background"
+    eid = d["execution_id"]
+    wait_until(lambda: js(osbc.run("command", "logs", sandbox, eid, "-o", "json"))["content"] == "started\n",
+               30, "the background command's output")
+    st = js(osbc.run("command", "status", sandbox, eid, "-o", "json"))
+    assert st["id"] == eid and st["running"] is True and st["exit_code"] is None
+    osbc.ok("command", "interrupt", sandbox, eid)
+    wait_until(lambda: not js(osbc.run("command", "status", sandbox, eid, "-o", "json"))["running"], 30,
+               "the command to stop")
+    logs = js(osbc.run("command", "logs", sandbox, eid, "--cursor", "8", "-o", "json"))
+    assert logs["content"] == "" and logs["cursor"] == 8
+
+
+def test_command_session(osbc, sandbox):
+    d = js(osbc.run("command", "session", "create", sandbox, "-w", "/tmp", "-o", "json"))
+    sess = d["session_id"]
+    assert d["sandbox_id"] == sandbox and d["working_directory"] == "/tmp"
+    assert osbc.ok("command", "session", "run", sandbox, sess, "--", "export FOO=bar").out == ""
+    assert osbc.ok("command", "session", "run", sandbox, sess, "--", "echo $FOO; pwd").out == "bar\n/tmp\n"
+    osbc.ok("command", "session", "delete", sandbox, sess)
+
+
+def test_api_key_is_not_in_the_command_line(server, sandbox):
+    o = Osb(server, api_key="")
+    argv = [str(OSB), "--api-key", server.api_key, "command", "run", sandbox, "--", "sleep 3; echo done"]
+    p = subprocess.Popen(argv, env=o.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        def scrubbed():
+            with open("/proc/%d/cmdline" % p.pid, "rb") as f:
+                return b"*" * len(server.api_key) in f.read()
+        wait_until(scrubbed, 10, "osb to overwrite its --api-key")
+        with open("/proc/%d/cmdline" % p.pid, "rb") as f:
+            cmdline = f.read()
+        assert server.api_key.encode() not in cmdline
+        out, err = p.communicate(timeout=60)
+        assert (p.returncode, out, err) == (0, b"done\n", b""), (p.returncode, out, err)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_verbose_prints_a_line_per_call_without_the_key(osbc, sandbox):
+    res = osbc.run("-v", "sandbox", "get", sandbox, "-o", "json")
+    assert res.rc == 0 and re.search(r"^osb: GET /v1/sandboxes/%s -> 200, \d+ ms$" % sandbox, res.err, re.M), \
+        res.describe()
+    assert osbc.server.api_key not in res.err
+
+
+# ---------------------------------------------------------------- file
+
+def test_file_write_cat_info(server, osbc, sandbox):
+    osbc.ok("file", "write", sandbox, W + "/hello.txt", "-c", "hello\n", "--mode", "600")
+    assert server.read_file(sandbox, W + "/hello.txt") == b"hello\n"
+    osbc.ok("file", "write", sandbox, W + "/bin.dat", stdin=b"a\x00b\xff")
+    assert server.read_file(sandbox, W + "/bin.dat") == b"a\x00b\xff"
+    assert osbc.ok("file", "cat", sandbox, W + "/hello.txt").out == "hello\n"
+    rows = js(osbc.run("file", "info", sandbox, W + "/hello.txt", W + "/bin.dat", "-o", "json"))
+    assert [(r["path"], r["type"], r["size"]) for r in rows] == [
+        (W + "/hello.txt", "file", 6), (W + "/bin.dat", "file", 4)]
+    assert rows[0]["mode"] == "0600" and rows[0]["owner"] == "root"
+
+
+def test_file_upload_download(server, osbc, sandbox, workdir):
+    src = os.path.join(workdir, "up.bin")
+    data = os.urandom(300000)
+    with open(src, "wb") as f:
+        f.write(data)
+    osbc.ok("file", "upload", sandbox, src, W + "/up.bin")
+    assert server.read_file(sandbox, W + "/up.bin") == data
+    dst = os.path.join(workdir, "down.bin")
+    d = js(osbc.run("file", "download", sandbox, W + "/up.bin", dst, "-o", "json"))
+    assert d["status"] == "ok"
+    with open(dst, "rb") as f:
+        assert f.read() == data
+
+
+def test_file_mkdir_mv_search_chmod_replace_rm_rmdir(server, osbc, sandbox):
+    rows = js(osbc.run("file", "mkdir", sandbox, W + "/d1", W + "/d2/sub", "--mode", "750", "-o", "json"))
+    assert rows == [{"path": W + "/d1", "status": "created"}, {"path": W + "/d2/sub", "status": "created"}]
+    assert server.stat(sandbox, W + "/d1")["mode"] == 750
+    server.write_file(sandbox, W + "/d1/a.txt", b"one two one")
+    osbc.ok("file", "mv", sandbox, W + "/d1/a.txt", W + "/d2/b.txt")
+    found = js(osbc.run("file", "search", sandbox, W, "--pattern", "*.txt", "-o", "json"))
+    assert [r["path"] for r in found] == [W + "/d2/b.txt"]
+    osbc.ok("file", "chmod", sandbox, W + "/d2/b.txt", "--mode", "640")
+    assert server.stat(sandbox, W + "/d2/b.txt")["mode"] == 640
+    osbc.ok("file", "replace", sandbox, W + "/d2/b.txt", "--old", "one", "--new", "1")
+    assert server.read_file(sandbox, W + "/d2/b.txt") == b"1 two 1"
+    assert js(osbc.run("file", "rm", sandbox, W + "/d2/b.txt", "-o", "json")) == [
+        {"path": W + "/d2/b.txt", "status": "deleted"}]
+    osbc.ok("file", "rmdir", sandbox, W + "/d1", W + "/d2")
+    res = osbc.run("file", "info", sandbox, W + "/d2")
+    assert res.rc == 1 and "No such file" in res.err or "not found" in res.err, res.describe()
+
+
+def test_file_commands_take_the_sandbox_of_s(osb, server, sandbox):
+    osb.ok("file", "write", W + "/s.txt", "-c", "via -s")
+    assert osb.ok("file", "cat", W + "/s.txt").out == "via -s"
+    osb.ok("file", "rm", W + "/s.txt")
+    with pytest.raises(AssertionError):
+        server.read_file(sandbox, W + "/s.txt")
+
+
+# ---------------------------------------------------------------- egress
+
+def test_egress_patch_rule_and_get(server, osbc):
+    sid = server.create_sandbox(networkPolicy=POLICY)
+    try:
+        d = js(osbc.run("egress", "patch", sid, "--rule", "allow=github.com", "--rule", "deny=pypi.org",
+                        "-o", "json"))
+        assert d["patched_rules"] == [{"action": "allow", "target": "github.com"},
+                                      {"action": "deny", "target": "pypi.org"}]
+        st, b = egress_policy(server, sid)
+        assert st == 200 and b["policy"]["egress"][:2] == d["patched_rules"]
+        g = js(osbc.run("egress", "get", sid, "-o", "json"))
+        assert g["egress"]["policy"]["defaultAction"] == "deny"
+    finally:
+        server.delete_sandbox(sid)
+
+
+# ---------------------------------------------------------------- config
+
+def test_config_init_set_show(osbc, home):
+    env = {"HOME": str(home), "OPEN_SANDBOX_API_KEY": "", "OPEN_SANDBOX_DOMAIN": ""}
+    osbc.ok("config", "init", env=env)
+    p = cfg_path(home)
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o600
+    res = osbc.run("config", "init", env=env)
+    assert res.rc == 1 and "exists already" in res.err, res.describe()
+    osbc.ok("config", "init", "--force", env=env)
+    osbc.ok("config", "set", "connection.domain", "example.org:9", env=env)
+    osbc.ok("config", "set", "connection.api_key", "abcdefgh12", env=env)
+    osbc.ok("config", "set", "connection.request_timeout", "45", env=env)
+    osbc.ok("config", "set", "defaults.timeout", "20m", env=env)
+    text = p.read_text()
+    assert '# domain = "localhost:8080"\ndomain = "example.org:9"\n' in text and "# use_server_proxy" in text
+    res = osbc.run("config", "set", "connection.request_timeout", "soon", env=env)
+    assert res.rc == 1 and "must be a positive integer" in res.err
+    d = js(osbc.run("config", "show", "-o", "json", env=env))
+    assert d["api_key"] == "ab******12" and "abcdefgh12" not in json.dumps(d)
+    assert (d["domain"], d["request_timeout"], d["default_timeout"]) == ("example.org:9", 45, "20m")
+    assert d["config_path"] == str(p) and d["config_file_exists"] is True
+    osbc.ok("--config", str(home / "other.toml"), "config", "set", "defaults.image", "x:1")
+    assert 'image = "x:1"' in (home / "other.toml").read_text()
+
+
+def test_precedence_flag_over_env_over_file(osbc, home):
+    write_cfg(home, '[connection]\ndomain = "file:1"\nprotocol = "https"\nrequest_timeout = 7\n')
+    env = {"HOME": str(home), "OPEN_SANDBOX_DOMAIN": "env:2"}
+
+    def show(*flags, e=env):
+        return js(osbc.run(*flags, "config", "show", "-o", "json", env=e))
+    d = show()
+    assert (d["domain"], d["protocol"], d["request_timeout"]) == ("env:2", "https", 7)
+    d = show("--domain", "flag:3", "--protocol", "http", "--timeout", "9")
+    assert (d["domain"], d["protocol"], d["request_timeout"]) == ("flag:3", "http", 9)
+    e2 = dict(env, OPEN_SANDBOX_DOMAIN="")
+    assert show(e=e2)["domain"] == "file:1"
+
+
+def test_the_settings_file_alone_reaches_the_server(server, home):
+    write_cfg(home, '[connection]\ndomain = "%s:%d"\napi_key = "%s"\n' % (server.host, server.port,
+                                                                       server.api_key))
+    o = Osb(server, api_key="", env={"HOME": str(home), "OPEN_SANDBOX_DOMAIN": ""})
+    assert "items" in js(o.run("sandbox", "list", "-o", "json"))
+    # and a flag still wins over it
+    res = o.run("--domain", "127.0.0.1:1", "--retries", "0", "sandbox", "list")
+    assert res.rc == 1 and "127.0.0.1:1" in res.err, res.describe()
+
+
+def test_a_malformed_settings_file_names_its_line(osbc, home):
+    p = write_cfg(home, '[connection]\ndomain = "ok"\nprotocol = http\n')
+    res = osbc.fails("sandbox", "list", env={"HOME": str(home)})
+    assert res.err == "osb: %s:3: a value that is not a string, an integer or a boolean\n" % p
+
+
+def test_a_key_file_others_may_read_is_warned_of(osbc, home, server):
+    p = write_cfg(home, '[connection]\napi_key = "%s"\n' % server.api_key)
+    p.chmod(0o644)
+    res = osbc.run("sandbox", "list", env={"HOME": str(home)})
+    assert res.rc == 0 and "others may read it" in res.err and server.api_key not in res.err, res.describe()
+
+
+# ---------------------------------------------------------------- progress
+
+def run_on_pty(argv, env, timeout=60):
+    """@argv with stderr on a pseudo-terminal: (exit status, stderr)."""
+    master, slave = pty.openpty()
+    got = []
+
+    def reader():
+        while True:
+            try:
+                b = os.read(master, 4096)
+            except OSError:
+                break
+            if not b:
+                break
+            got.append(b)
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
+                         start_new_session=True)
+    os.close(slave)
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        rc = p.wait(timeout)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    t.join(10)
+    os.close(master)
+    return rc, b"".join(got).decode("utf-8", "replace")
+
+
+def test_transfers_show_progress_on_a_terminal_only(server, osbc, sandbox, workdir):
+    src = os.path.join(workdir, "big.bin")
+    with open(src, "wb") as f:
+        f.write(os.urandom(8 << 20))
+    rc, err = run_on_pty([str(OSB), "file", "upload", sandbox, src, W + "/big.bin"], osbc.env())
+    assert rc == 0, err
+    assert re.search(r"up 8\.0 MiB / 8\.0 MiB  100%  [0-9.]+ [KMG]?i?B/s", err), err
+    rc, err = run_on_pty([str(OSB), "file", "download", sandbox, W + "/big.bin",
+                          os.path.join(workdir, "back.bin")], osbc.env())
+    assert rc == 0 and re.search(r"down 8\.0 MiB / 8\.0 MiB  100%", err), err
+    # not a terminal: nothing on stderr
+    osbc.ok("file", "upload", sandbox, src, W + "/big2.bin")
+
+
+# ---------------------------------------------------------------- osbfs and the settings file
+
+class SettingsMount(Mount):
+    """A mount whose domain and key come from the settings file only."""
+
+    def __init__(self, server, home, **kw):
+        super().__init__(server, api_key="", env={"HOME": str(home)}, **kw)
+        for k in list(self.env):
+            if k.startswith(("OPEN_SANDBOX_", "OPENSANDBOX_")):
+                del self.env[k]
+
+    def argv(self):
+        a = super().argv()
+        i = a.index("-o")
+        a[i + 1] = ",".join(o for o in a[i + 1].split(",") if not o.startswith("domain="))
+        return a
+
+
+def test_osbfs_mounts_with_the_settings_file_alone(server, make_sandbox, home, tmp_path):
+    write_cfg(home, '[connection]\ndomain = "%s:%d"\napi_key = "%s"\n' % (server.host, server.port,
+                                                                       server.api_key))
+    sid = make_sandbox()
+    m = SettingsMount(server, home, sandbox_id=sid, workdir=str(tmp_path / "m"))
+    try:
+        m.start()
+        with open(m.p("f.txt"), "w") as f:
+            f.write("through the settings file")
+        fsync_path(m.p("f.txt"))
+        assert server.read_file(sid, W + "/f.txt") == b"through the settings file"
+    finally:
+        m.stop()
+    assert not is_mounted(m.path)
+
+
+def test_osbfs_fails_at_once_on_a_malformed_settings_file(server, home, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[connection]\n\ndomain = "%s:%d"\nrequest_timeout = "30"\n' % (server.host, server.port))
+    before = server.request("GET", "/v1/sandboxes?pageSize=200")[2]["pagination"]["totalItems"]
+    m = SettingsMount(server, home, options=["config=%s" % bad], workdir=str(tmp_path / "m"))
+    try:
+        m.start(expect_fail=True)
+        assert m.exit_code == 2
+        assert "osbfs: %s:4: connection.request_timeout must be an integer" % bad in m.log()
+    finally:
+        m.stop(check=False)
+    after = server.request("GET", "/v1/sandboxes?pageSize=200")[2]["pagination"]["totalItems"]
+    assert after == before
+
+
+def test_osbfs_options_win_over_the_settings_file(make_mount, home):
+    # the file names a server that is not there; domain= and the key in
+    # the environment (what make_mount gives) are what count
+    write_cfg(home, '[connection]\ndomain = "127.0.0.1:1"\napi_key = "wrong"\n')
+    m = make_mount(env={"HOME": str(home)})
+    with open(m.p("x.txt"), "w") as f:
+        f.write("x")
+    fsync_path(m.p("x.txt"))
+
+
+def test_osbfs_makes_a_sandbox_with_the_files_defaults(server, home, tmp_path):
+    write_cfg(home, '[connection]\ndomain = "%s:%d"\napi_key = "%s"\n[defaults]\nimage = "python:3.12"\n'
+              'timeout = "15m"\n' % (server.host, server.port, server.api_key))
+    m = SettingsMount(server, home, options=["destroy_on_unmount"], workdir=str(tmp_path / "m"))
+    try:
+        m.start()
+        st, _, b = server.request("GET", "/v1/sandboxes/" + m.sandbox_id)
+        assert st == 200 and b["image"] == {"uri": "python:3.12"}, b
+        created = time.mktime(time.strptime(b["createdAt"][:19], "%Y-%m-%dT%H:%M:%S"))
+        expires = time.mktime(time.strptime(b["expiresAt"][:19], "%Y-%m-%dT%H:%M:%S"))
+        assert abs(expires - created - 900) < 5, b
+    finally:
+        m.stop()
+    assert server.request("GET", "/v1/sandboxes/" + m.sandbox_id)[0] == 404
+
+
+def test_older_exec_keeps_dash_h_and_dash_o_for_the_command(osb):
+    assert osb.ok("exec", "echo", "-h", "-o", "x").out == "-h -o x\n"
+
+
+def test_sandbox_create_short_options(server, osbc, cleanup_sandboxes):
+    sid = osbc.ok("sandbox", "create", "-i", "python:3.11", "-t", "1h", "-e", "A=1", "-m", "k=v").out.strip()
+    cleanup_sandboxes.append(sid)
+    b = server.request("GET", "/v1/sandboxes/" + sid)[2]
+    assert b["image"] == {"uri": "python:3.11"} and b["metadata"] == {"k": "v"}
+    assert server.run(sid, 'echo "$A"')[:2] == (0, "1\n")
