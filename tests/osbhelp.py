@@ -42,6 +42,7 @@ SANITIZER_WORDS = (
     "ERROR: LeakSanitizer",
     "runtime error:",
     "SUMMARY: UndefinedBehaviorSanitizer",
+    "WARNING: ThreadSanitizer",
 )
 
 # argv[1]: the fd to report on ("PID\n", then "EXIT MAXRSS_KIB\n"); argv[2:]:
