@@ -33,8 +33,8 @@ static const char *env_first(const char *a, const char *b)
 void osb_config_from_env(struct osb_config *cfg)
 {
 	if (!cfg->domain)
-		cfg->domain = env_first("OPEN_SANDBOX_DOMAIN",
-					"OPENSANDBOX_DOMAIN");
+		cfg->domain =
+			env_first("OPEN_SANDBOX_DOMAIN", "OPENSANDBOX_DOMAIN");
 	if (!cfg->api_key)
 		cfg->api_key = env_first("OPEN_SANDBOX_API_KEY",
 					 "OPENSANDBOX_API_KEY");
@@ -131,7 +131,7 @@ int osb_client_new(const struct osb_config *cfg, struct osb_client **ret,
 		cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 30000;
 	c->connect_timeout_ms =
 		cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000;
-	c->max_retries = cfg->max_retries < 0	? 0 :
+	c->max_retries = cfg->max_retries < 0  ? 0 :
 			 cfg->max_retries == 0 ? 5 :
 						 cfg->max_retries;
 	c->retry_base_ms = cfg->retry_base_ms > 0 ? cfg->retry_base_ms : 100;
@@ -372,8 +372,8 @@ void osb_client_set_trace(struct osb_client *c, osb_trace_fn fn, void *arg)
 }
 
 void osb_trace_format(char *buf, size_t size, const char *method,
-		      const char *path, int status, const char *error,
-		      long ms, int attempt)
+		      const char *path, int status, const char *error, long ms,
+		      int attempt)
 {
 	char again[32] = "", st[16];
 	if (attempt > 1)
@@ -386,7 +386,8 @@ void osb_trace_format(char *buf, size_t size, const char *method,
 int osb_ping(struct osb_sandbox *sb, struct osb_error *err)
 {
 	struct http_response rs = { 0 };
-	struct http_request rq = { .method = "GET", .path = "/ping",
+	struct http_request rq = { .method = "GET",
+				   .path = "/ping",
 				   .retry = HTTP_RETRY_IDEMPOTENT,
 				   .no_retry = true };
 	int rc = execd_call(sb, &rq, &rs, err);

@@ -31,8 +31,7 @@ void osb_code_context_array_free(struct osb_code_context *a, size_t n)
 static int check_language(const char *language, struct osb_error *err)
 {
 	if (language && *language &&
-	    strspn(language, "abcdefghijklmnopqrstuvwxyz-") ==
-		    strlen(language))
+	    strspn(language, "abcdefghijklmnopqrstuvwxyz-") == strlen(language))
 		return 0;
 	osb_error_set(err, 0, "", "invalid language \"%s\"",
 		      language ? language : "");

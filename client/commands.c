@@ -175,11 +175,12 @@ int osb_command_capture(struct osb_sandbox *sb, const char *cmd,
 			      max);
 	if (!rc && lost) {
 		/* a capture that misses its end is no capture */
-		osb_error_set(err, 0, "",
-			      "POST /command: the connection broke while the "
-			      "output streamed; the command ended (exit %d) but "
-			      "its output is incomplete",
-			      code);
+		osb_error_set(
+			err, 0, "",
+			"POST /command: the connection broke while the "
+			"output streamed; the command ended (exit %d) but "
+			"its output is incomplete",
+			code);
 		rc = -ECONNRESET;
 	}
 	if (!rc && ret_exit_code)
@@ -211,12 +212,14 @@ int osb_command_start(struct osb_sandbox *sb, const char *cmd,
 	event_stream_init(&s, NULL, NULL);
 	int rc = run_stream(sb, "/command", body, NULL, &s, err);
 	if (!rc && s.failed) {
-		osb_error_set(err, 200, "", "POST /command: could not start: %s",
-			      s.err.message[0] ? s.err.message : "spawn failed");
+		osb_error_set(
+			err, 200, "", "POST /command: could not start: %s",
+			s.err.message[0] ? s.err.message : "spawn failed");
 		rc = -EIO;
 	}
 	if (!rc && !s.id[0]) {
-		osb_error_set(err, 200, "", "POST /command: no id in the answer");
+		osb_error_set(err, 200, "",
+			      "POST /command: no id in the answer");
 		rc = -EPROTO;
 	}
 	if (!rc)
@@ -236,7 +239,8 @@ int osb_command_status(struct osb_sandbox *sb, const char *id,
 	if (!rc)
 		rc = buf_printf(&path, "/command/status/%s", id);
 	if (!rc) {
-		struct http_request rq = { .method = "GET", .path = path.data,
+		struct http_request rq = { .method = "GET",
+					   .path = path.data,
 					   .retry = HTTP_RETRY_IDEMPOTENT };
 		rc = execd_call(sb, &rq, &rs, err);
 	}
@@ -277,10 +281,9 @@ int osb_command_logs(struct osb_sandbox *sb, const char *id, int64_t cursor,
 		rc = execd_call(sb, &rq, &rs, err);
 	}
 	if (!rc && ret_next)
-		*ret_next = rs.tail_cursor >= 0 ?
-				    rs.tail_cursor :
-				    (cursor > 0 ? cursor : 0) +
-					    (int64_t)rs.delivered;
+		*ret_next = rs.tail_cursor >= 0 ? rs.tail_cursor :
+						  (cursor > 0 ? cursor : 0) +
+							  (int64_t)rs.delivered;
 	buf_release(&path);
 	http_response_release(&rs);
 	return rc;
@@ -288,8 +291,8 @@ int osb_command_logs(struct osb_sandbox *sb, const char *id, int64_t cursor,
 
 /* DELETE with ?id=, as /command and /code share; a repeat after a lost
  * answer finds the command no longer running, which is success. */
-int interrupt_call(struct osb_sandbox *sb, const char *api_path,
-		   const char *id, struct osb_error *err)
+int interrupt_call(struct osb_sandbox *sb, const char *api_path, const char *id,
+		   struct osb_error *err)
 {
 	struct http_response rs = { 0 };
 	struct buf q = { 0 };
@@ -321,8 +324,8 @@ int osb_command_interrupt(struct osb_sandbox *sb, const char *id,
 
 /* ---- bash sessions ---- */
 
-int osb_session_create(struct osb_sandbox *sb, const char *cwd,
-		       char *ret_id, struct osb_error *err)
+int osb_session_create(struct osb_sandbox *sb, const char *cwd, char *ret_id,
+		       struct osb_error *err)
 {
 	struct http_response rs = { 0 };
 	char *body = json_cwd_request(cwd);

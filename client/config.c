@@ -24,24 +24,28 @@
 #include "config_i.h"
 #include "osb_i.h"
 
-#define CFG_MAX_SIZE (64 * 1024)
+#define CFG_MAX_SIZE (64L * 1024)
 
 struct val {
 	enum val_type type;
-	char *s;      /* VAL_STR, malloc'd */
-	long long i;  /* VAL_INT */
-	bool b;       /* VAL_BOOL */
+	char *s;     /* VAL_STR, malloc'd */
+	long long i; /* VAL_INT */
+	bool b;      /* VAL_BOOL */
 };
 
 /* The keys this file means something for, with their types. */
 static const struct known known[] = {
-	{ "connection", "api_key", VAL_STR, offsetof(struct osb_cfgfile, api_key) },
-	{ "connection", "domain", VAL_STR, offsetof(struct osb_cfgfile, domain) },
-	{ "connection", "protocol", VAL_STR, offsetof(struct osb_cfgfile, protocol) },
+	{ "connection", "api_key", VAL_STR,
+	  offsetof(struct osb_cfgfile, api_key) },
+	{ "connection", "domain", VAL_STR,
+	  offsetof(struct osb_cfgfile, domain) },
+	{ "connection", "protocol", VAL_STR,
+	  offsetof(struct osb_cfgfile, protocol) },
 	{ "connection", "request_timeout", VAL_INT, 0 },
 	{ "connection", "use_server_proxy", VAL_BOOL, 0 },
 	{ "defaults", "image", VAL_STR, offsetof(struct osb_cfgfile, image) },
-	{ "defaults", "timeout", VAL_STR, offsetof(struct osb_cfgfile, timeout) },
+	{ "defaults", "timeout", VAL_STR,
+	  offsetof(struct osb_cfgfile, timeout) },
 };
 
 #define NKNOWN (sizeof(known) / sizeof(known[0]))
@@ -57,8 +61,9 @@ const struct known *cfg_find_key(const char *section, const char *key)
 
 static const char *type_name(enum val_type t)
 {
-	return t == VAL_STR ? "a string" : t == VAL_INT ? "an integer" :
-							  "true or false";
+	return t == VAL_STR ? "a string" :
+	       t == VAL_INT ? "an integer" :
+			      "true or false";
 }
 
 int osb_cfgfile_default_path(char *buf, size_t size)
@@ -154,13 +159,27 @@ static char *parse_string(const char **pp, const char **why)
 		}
 		c = *p++;
 		switch (c) {
-		case '"': *o++ = '"'; break;
-		case '\\': *o++ = '\\'; break;
-		case 'n': *o++ = '\n'; break;
-		case 't': *o++ = '\t'; break;
-		case 'r': *o++ = '\r'; break;
-		case 'b': *o++ = '\b'; break;
-		case 'f': *o++ = '\f'; break;
+		case '"':
+			*o++ = '"';
+			break;
+		case '\\':
+			*o++ = '\\';
+			break;
+		case 'n':
+			*o++ = '\n';
+			break;
+		case 't':
+			*o++ = '\t';
+			break;
+		case 'r':
+			*o++ = '\r';
+			break;
+		case 'b':
+			*o++ = '\b';
+			break;
+		case 'f':
+			*o++ = '\f';
+			break;
 		case 'u':
 		case 'U': {
 			int nd = c == 'u' ? 4 : 8;
@@ -262,7 +281,7 @@ static int store(struct osb_cfgfile *f, const struct known *k, struct val *v,
 		return 0;
 	}
 	case VAL_INT:
-		if (v->i <= 0 || v->i > 86400 * 365) {
+		if (v->i <= 0 || v->i > 86400L * 365) {
 			*why = "a positive number of seconds";
 			return -EINVAL;
 		}
@@ -359,7 +378,8 @@ static int parse_line(struct osb_cfgfile *f, char *line, char *section,
 	if (cfg_bare_name(&p, key, sizeof(key))) {
 		*why = *p == '"' || *p == '\'' ?
 			       "a quoted key (not supported here)" :
-			       "a line that is not a key = value, a [section] or "
+			       "a line that is not a key = value, a [section] "
+			       "or "
 			       "a comment";
 		return -EINVAL;
 	}
@@ -395,7 +415,7 @@ static int parse_line(struct osb_cfgfile *f, char *line, char *section,
 }
 
 int cfg_read_file(const char *path, char **ret, struct stat *st,
-		     struct osb_error *err)
+		  struct osb_error *err)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -501,8 +521,8 @@ int osb_cfgfile_load(const char *path, struct osb_cfgfile *ret,
 		ret->path = strdup(path);
 		return ret->path ? 0 : -ENOMEM;
 	}
-	if (rc)
-		return rc;
+	if (rc || !text) /* no text: a read that failed without an errno */
+		return rc ? rc : -EIO;
 	rc = osb_cfgfile_parse(path, text, ret, err);
 	explicit_bzero(text, strlen(text));
 	free(text);
@@ -557,7 +577,7 @@ void osb_config_layer(struct osb_config *cfg, const struct osb_cfgfile *file)
 	    (v = env_get("OPEN_SANDBOX_REQUEST_TIMEOUT"))) {
 		char *end;
 		long s = strtol(v, &end, 10);
-		if (!*end && s > 0 && s < 86400 * 365)
+		if (!*end && s > 0 && s < 86400L * 365)
 			cfg->request_timeout_ms = s * 1000;
 	}
 	int proxy = -1;

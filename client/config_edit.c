@@ -16,7 +16,8 @@
 
 static const char template_text[] =
 	"# OpenSandbox settings, shared by the official CLI, osb and osbfs.\n"
-	"# Command-line flags win over the environment, which wins over this file.\n"
+	"# Command-line flags win over the environment, which wins over this "
+	"file.\n"
 	"\n"
 	"[connection]\n"
 	"# api_key = \"...\"\n"
@@ -82,15 +83,17 @@ static char *toml_value(const struct known *k, const char *value,
 	errno = 0;
 	long long n = strtoll(value, &end, 10);
 	bool is_int = *value && !*end && !errno;
-	bool is_bool = strcmp(value, "true") == 0 || strcmp(value, "false") == 0;
+	bool is_bool =
+		strcmp(value, "true") == 0 || strcmp(value, "false") == 0;
 
 	t = k ? k->type : is_bool ? VAL_BOOL : is_int ? VAL_INT : VAL_STR;
-	if (t == VAL_INT && (!is_int || (k && (n <= 0 || n > 86400 * 365)))) {
+	/* without a known key, t is what the value looks like */
+	if (k && t == VAL_INT && (!is_int || n <= 0 || n > 86400L * 365)) {
 		osb_error_set(err, 0, "", "%s.%s must be a positive integer",
 			      k->section, k->key);
 		return NULL;
 	}
-	if (t == VAL_BOOL && cfg_bool_word(value) < 0) {
+	if (k && t == VAL_BOOL && cfg_bool_word(value) < 0) {
 		osb_error_set(err, 0, "", "%s.%s must be true or false",
 			      k->section, k->key);
 		return NULL;

@@ -66,8 +66,8 @@ static int policy_send(struct osb_sandbox *sb, const char *method,
 
 static bool is_action(const char *action)
 {
-	return action && (strcmp(action, "allow") == 0 ||
-			  strcmp(action, "deny") == 0);
+	return action &&
+	       (strcmp(action, "allow") == 0 || strcmp(action, "deny") == 0);
 }
 
 int osb_egress_patch(struct osb_sandbox *sb, const char *rules_json,
@@ -85,7 +85,8 @@ int osb_egress_rule(struct osb_sandbox *sb, const char *action,
 		    const char *target, struct osb_error *err)
 {
 	if (!is_action(action)) {
-		osb_error_set(err, 0, "", "egress action must be allow or deny");
+		osb_error_set(err, 0, "",
+			      "egress action must be allow or deny");
 		return -EINVAL;
 	}
 	size_t n = target ? strlen(target) : 0;
@@ -135,7 +136,8 @@ int osb_egress_default(struct osb_sandbox *sb, const char *action,
 		       struct osb_error *err)
 {
 	if (!is_action(action)) {
-		osb_error_set(err, 0, "", "the default action is allow or deny");
+		osb_error_set(err, 0, "",
+			      "the default action is allow or deny");
 		return -EINVAL;
 	}
 	char *got = NULL, why[200];

@@ -41,8 +41,9 @@ static int check_path(const char *path, struct osb_error *err)
 		return -EINVAL;
 	}
 	if (!osb_utf8_valid(path, strlen(path))) {
-		osb_error_set(err, 0, "",
-			      "path is not valid UTF-8, which the API cannot carry");
+		osb_error_set(
+			err, 0, "",
+			"path is not valid UTF-8, which the API cannot carry");
 		return -EILSEQ;
 	}
 	if (strchr(path, '$')) {
@@ -170,8 +171,9 @@ static int stat_list_call(struct osb_sandbox *sb, const char *api_path,
 		}
 		if (refused && (rc == -EPROTO || rc == -EFBIG))
 			osb_error_set(err, status, "", "GET %s [%s]: %s",
-				      api_path, what, rc == -EFBIG ?
-				      "answer too large" : "unexpected answer");
+				      api_path, what,
+				      rc == -EFBIG ? "answer too large" :
+						     "unexpected answer");
 		break;
 	}
 	if (ret_cut)
@@ -217,9 +219,9 @@ struct dl {
 	int64_t remaining; /* bytes still wanted; <0 = to the end */
 	int64_t skip;      /* bytes to drop first (a 200 to a ranged ask) */
 	bool first;
-	int64_t want;      /* the size asked for, or OSB_SIZE_* */
-	int64_t size;      /* the file's size as the answers say; -1 */
-	int64_t other;     /* the size of a part that did not match; -1 */
+	int64_t want;  /* the size asked for, or OSB_SIZE_* */
+	int64_t size;  /* the file's size as the answers say; -1 */
+	int64_t other; /* the size of a part that did not match; -1 */
 };
 
 /*
@@ -285,8 +287,13 @@ int osb_file_download_sized(struct osb_sandbox *sb, const char *path,
 {
 	struct http_response rs = { 0 };
 	struct buf q = { 0 };
-	struct dl d = { .rs = &rs, .sink = sink, .arg = arg, .pos = offset,
-			.remaining = length, .want = size, .size = -1,
+	struct dl d = { .rs = &rs,
+			.sink = sink,
+			.arg = arg,
+			.pos = offset,
+			.remaining = length,
+			.want = size,
+			.size = -1,
 			.other = -1 };
 	int rc = check_path(path, err);
 
@@ -341,7 +348,8 @@ int osb_file_download_sized(struct osb_sandbox *sb, const char *path,
 			rc = 0;
 			break;
 		}
-		if (rs.delivered && rs.retryable && resumes < sb->c->max_retries) {
+		if (rs.delivered && rs.retryable &&
+		    resumes < sb->c->max_retries) {
 			/* broken mid-body: go on from where it stopped */
 			osb_error_clear(err);
 			sleep_ms(http_backoff_ms(sb->c, resumes + 1));
@@ -354,8 +362,7 @@ int osb_file_download_sized(struct osb_sandbox *sb, const char *path,
 			      "GET /files/download [%s]: the file changed in "
 			      "the sandbox during the download (%lld bytes, "
 			      "then %lld)",
-			      path,
-			      (long long)(d.want >= 0 ? d.want : d.size),
+			      path, (long long)(d.want >= 0 ? d.want : d.size),
 			      (long long)d.other);
 	if (!rc && ret_size)
 		*ret_size = d.size;
@@ -364,13 +371,12 @@ int osb_file_download_sized(struct osb_sandbox *sb, const char *path,
 	return rc;
 }
 
-int osb_file_download(struct osb_sandbox *sb, const char *path,
-		      int64_t offset, int64_t length, osb_sink_fn sink,
-		      void *arg, int64_t *ret_size, struct osb_error *err)
+int osb_file_download(struct osb_sandbox *sb, const char *path, int64_t offset,
+		      int64_t length, osb_sink_fn sink, void *arg,
+		      int64_t *ret_size, struct osb_error *err)
 {
-	return osb_file_download_sized(sb, path, offset, length,
-				       OSB_SIZE_FIRST, sink, arg, ret_size,
-				       err);
+	return osb_file_download_sized(sb, path, offset, length, OSB_SIZE_FIRST,
+				       sink, arg, ret_size, err);
 }
 
 struct fd_sink {
@@ -413,13 +419,13 @@ int osb_file_download_fd(struct osb_sandbox *sb, const char *path,
 struct up_src {
 	const struct osb_upload *u;
 	int64_t pos;
-	bool shrank;            /* the file got shorter while being sent */
+	bool shrank; /* the file got shorter while being sent */
 };
 
 struct up {
 	const struct osb_upload *files;
 	size_t n;
-	char **meta;            /* metadata JSON per file */
+	char **meta; /* metadata JSON per file */
 	struct up_src *src;
 };
 
@@ -439,8 +445,8 @@ static size_t up_read(char *buffer, size_t size, size_t nitems, void *arg)
 		return want;
 	}
 	for (;;) {
-		ssize_t n = pread(s->u->fd, buffer, want,
-				  s->u->fd_offset + s->pos);
+		ssize_t n =
+			pread(s->u->fd, buffer, want, s->u->fd_offset + s->pos);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -505,9 +511,9 @@ int osb_file_upload(struct osb_sandbox *sb, const struct osb_upload *files,
 		return 0;
 	for (size_t i = 0; !rc && i < n; i++) {
 		rc = check_path(files[i].path, err);
-		if (!rc && (files[i].size < 0 ||
-			    (!files[i].data && files[i].fd < 0 &&
-			     files[i].size > 0)))
+		if (!rc &&
+		    (files[i].size < 0 ||
+		     (!files[i].data && files[i].fd < 0 && files[i].size > 0)))
 			rc = -EINVAL;
 	}
 	if (rc)
@@ -537,9 +543,10 @@ int osb_file_upload(struct osb_sandbox *sb, const struct osb_upload *files,
 	}
 	for (size_t i = 0; rc == -ECANCELED && u.src && i < n; i++) {
 		if (u.src[i].shrank) {
-			osb_error_set(err, 0, "",
-				      "%s got shorter while it was being uploaded",
-				      files[i].path);
+			osb_error_set(
+				err, 0, "",
+				"%s got shorter while it was being uploaded",
+				files[i].path);
 			rc = -EAGAIN;
 		}
 	}
@@ -584,8 +591,8 @@ int osb_dir_make(struct osb_sandbox *sb, const char *path, mode_t mode,
 	return perm_call(sb, "/directories", &p, 1, err);
 }
 
-int osb_dirs_make(struct osb_sandbox *sb, const struct osb_perm *dirs,
-		  size_t n, struct osb_error *err)
+int osb_dirs_make(struct osb_sandbox *sb, const struct osb_perm *dirs, size_t n,
+		  struct osb_error *err)
 {
 	return perm_call(sb, "/directories", dirs, n, err);
 }
@@ -610,14 +617,14 @@ static int remove_paths(struct osb_sandbox *sb, const char *api_path,
 	return rc;
 }
 
-int osb_files_remove(struct osb_sandbox *sb, const char *const *paths,
-		     size_t n, struct osb_error *err)
+int osb_files_remove(struct osb_sandbox *sb, const char *const *paths, size_t n,
+		     struct osb_error *err)
 {
 	return remove_paths(sb, "/files", paths, n, err);
 }
 
-int osb_dirs_remove(struct osb_sandbox *sb, const char *const *paths,
-		    size_t n, struct osb_error *err)
+int osb_dirs_remove(struct osb_sandbox *sb, const char *const *paths, size_t n,
+		    struct osb_error *err)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (paths[i] && strspn(paths[i], "/") == strlen(paths[i])) {
@@ -662,8 +669,8 @@ int osb_file_move(struct osb_sandbox *sb, const struct osb_move *moves,
 				 body, HTTP_RETRY_UNSENT, &rs, err);
 		/* a lost answer, or a 500 that names no cause: the move may
 		 * or may not have happened */
-		bool lost = rc && (rs.retryable ||
-				   (rs.status == 500 && rc == -EIO));
+		bool lost = rc &&
+			    (rs.retryable || (rs.status == 500 && rc == -EIO));
 		free(body);
 		http_response_release(&rs);
 		if (!rc || !lost || attempt > sb->c->max_retries)
@@ -680,8 +687,7 @@ int osb_file_move(struct osb_sandbox *sb, const struct osb_move *moves,
 }
 
 int osb_file_chmod(struct osb_sandbox *sb, const char *path, mode_t mode,
-		   const char *owner, const char *group,
-		   struct osb_error *err)
+		   const char *owner, const char *group, struct osb_error *err)
 {
 	struct osb_perm p = { path, mode, owner, group };
 	return perm_call(sb, "/files/permissions", &p, 1, err);
@@ -705,8 +711,8 @@ int osb_file_search(struct osb_sandbox *sb, const char *dir,
 	return rc;
 }
 
-int osb_file_replace(struct osb_sandbox *sb, const char *path,
-		     const char *old, const char *new_text, long *ret_count,
+int osb_file_replace(struct osb_sandbox *sb, const char *path, const char *old,
+		     const char *new_text, long *ret_count,
 		     struct osb_error *err)
 {
 	struct http_response rs = { 0 };

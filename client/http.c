@@ -40,8 +40,8 @@ struct xfer {
 	CURL *h;
 	bool status_known;
 	bool to_sink;
-	curl_off_t moved;       /* bytes either way, at the last progress */
-	curl_off_t up, down;    /* of them counted in the client's stats */
+	curl_off_t moved;    /* bytes either way, at the last progress */
+	curl_off_t up, down; /* of them counted in the client's stats */
 };
 
 void http_response_release(struct http_response *rs)
@@ -256,7 +256,8 @@ static void set_common(struct osb_client *c, CURL *h,
 		/* a long transfer: fail when it stalls, not when it is long */
 		long secs = c->request_timeout_ms / 1000;
 		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, secs > 0 ? secs : 1);
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
+				 secs > 0 ? secs : 1);
 	} else {
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->request_timeout_ms);
 	}
@@ -347,9 +348,11 @@ long http_backoff_ms(const struct osb_client *c, int attempt)
 	if (ms > c->retry_max_ms)
 		ms = c->retry_max_ms;
 	if (!jitter_seed)
-		jitter_seed = (unsigned int)now_ms() ^ (unsigned int)(uintptr_t)&ms;
+		jitter_seed =
+			(unsigned int)now_ms() ^ (unsigned int)(uintptr_t)&ms;
 	/* full jitter in the upper half: [ms/2, ms] */
-	return ms / 2 + (long)(rand_r(&jitter_seed) % (unsigned long)(ms / 2 + 1));
+	return ms / 2 +
+	       (long)(rand_r(&jitter_seed) % (unsigned long)(ms / 2 + 1));
 }
 
 /* The URL without its query, for messages. */
@@ -436,11 +439,11 @@ static int perform_once(struct osb_client *c, const struct http_request *rq,
 	if (c->trace) {
 		curl_off_t us = 0;
 		curl_easy_getinfo(h, CURLINFO_TOTAL_TIME_T, &us);
-		c->trace(c->trace_arg, rq->method,
-			 url.data + strlen(rq->base), rs->status,
+		c->trace(c->trace_arg, rq->method, url.data + strlen(rq->base),
+			 rs->status,
 			 *ret_rc == CURLE_OK ? "" :
-			 errbuf[0]	    ? errbuf :
-					      curl_easy_strerror(*ret_rc),
+			 errbuf[0]           ? errbuf :
+					       curl_easy_strerror(*ret_rc),
 			 (long)(us / 1000), rs->attempts);
 	}
 	curl_off_t up = 0, down = 0;
@@ -468,9 +471,9 @@ int http_call(struct osb_client *c, const struct http_request *rq,
 	      struct http_response *rs, struct osb_error *err)
 {
 	char errbuf[CURL_ERROR_SIZE];
-	int max = rq->no_retry	       ? 0 :
+	int max = rq->no_retry        ? 0 :
 		  thread_retries >= 0 ? thread_retries :
-					 c->max_retries;
+					c->max_retries;
 	int timeouts = 0;
 
 	for (int attempt = 1;; attempt++) {
@@ -534,8 +537,9 @@ int http_call(struct osb_client *c, const struct http_request *rq,
 		}
 		rs->transient = transient;
 		rs->retryable = crc != CURLE_OK ? curl_transient(crc) :
-				(rs->status == 502 || rs->status == 503 ||
-				 rs->status == 504);
+						  (rs->status == 502 ||
+						   rs->status == 503 ||
+						   rs->status == 504);
 		if (!transient || attempt > max || rs->delivered) {
 			atomic_fetch_add(&c->n_failures, 1);
 			return ret;

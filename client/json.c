@@ -65,8 +65,8 @@ static void first_line(const char *body, size_t len, char *msg, size_t size)
 	msg[n] = '\0';
 }
 
-void json_error_body(const char *body, size_t len, char *code,
-		     size_t code_size, char *msg, size_t msg_size)
+void json_error_body(const char *body, size_t len, char *code, size_t code_size,
+		     char *msg, size_t msg_size)
 {
 	code[0] = '\0';
 	msg[0] = '\0';
@@ -303,8 +303,7 @@ int json_stat_stream_feed(struct json_stat_stream *s, const void *data,
 			i += n;
 			continue;
 		}
-		if ((s->state == SA_FIRST || s->state == SA_ELEM) &&
-		    c == '{') {
+		if ((s->state == SA_FIRST || s->state == SA_ELEM) && c == '{') {
 			s->state = SA_IN; /* the brace is the element's */
 			continue;
 		}
@@ -318,7 +317,8 @@ int json_stat_stream_feed(struct json_stat_stream *s, const void *data,
 			s->state = SA_DONE;
 		else if (s->state == SA_NEXT && c == ',' && s->max &&
 			 s->n >= s->max) {
-			s->cut = true; /* more than max: the rest is not wanted */
+			s->cut = true; /* more than max: the rest is not wanted
+					*/
 			return -ECANCELED;
 		} else if (s->state == SA_NEXT && c == ',')
 			s->state = SA_ELEM;
@@ -328,8 +328,8 @@ int json_stat_stream_feed(struct json_stat_stream *s, const void *data,
 	return 0;
 }
 
-int json_stat_stream_finish(struct json_stat_stream *s,
-			    struct osb_stat **ret, size_t *ret_n)
+int json_stat_stream_finish(struct json_stat_stream *s, struct osb_stat **ret,
+			    size_t *ret_n)
 {
 	if (s->state != SA_DONE && !s->cut)
 		return -EPROTO;
@@ -500,7 +500,8 @@ char *json_create_request(const struct osb_create_params *p)
 	if (p->metadata && p->metadata->n)
 		cJSON_AddItemToObject(root, "metadata", kv_object(p->metadata));
 	if (p->network_policy_json) {
-		cJSON *np = cJSON_ParseWithOpts(p->network_policy_json, NULL, 1);
+		cJSON *np =
+			cJSON_ParseWithOpts(p->network_policy_json, NULL, 1);
 		if (!cJSON_IsObject(np)) {
 			cJSON_Delete(np);
 			cJSON_Delete(root);
@@ -724,9 +725,8 @@ char *json_policy(const char *s, const char *default_action, char *why,
 int json_check_array(const char *s)
 {
 	cJSON *root = s ? cJSON_ParseWithOpts(s, NULL, 1) : NULL;
-	int rc = cJSON_IsArray(root) && cJSON_GetArraySize(root) > 0 ?
-			 0 :
-			 -EINVAL;
+	int rc = cJSON_IsArray(root) && cJSON_GetArraySize(root) > 0 ? 0 :
+								       -EINVAL;
 	cJSON_Delete(root);
 	return rc;
 }

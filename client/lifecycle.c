@@ -69,9 +69,9 @@ static int bad_id(const char *id, struct osb_error *err)
 }
 
 static int lifecycle_call(struct osb_client *c, const char *method,
-			  const char *path, const char *query,
-			  const char *body, enum http_retry retry,
-			  struct http_response *rs, struct osb_error *err)
+			  const char *path, const char *query, const char *body,
+			  enum http_retry retry, struct http_response *rs,
+			  struct osb_error *err)
 {
 	struct http_request rq = {
 		.method = method,
@@ -93,16 +93,19 @@ int osb_sandbox_create(struct osb_client *c, const struct osb_create_params *p,
 	struct http_response rs = { 0 };
 
 	if (!p->image || !*p->image) {
-		osb_error_set(err, 0, "", "an image is needed to create a sandbox");
+		osb_error_set(err, 0, "",
+			      "an image is needed to create a sandbox");
 		return -EINVAL;
 	}
 	errno = 0;
 	char *body = json_create_request(p);
 	if (!body) {
 		int e = errno == EINVAL ? EINVAL : ENOMEM;
-		osb_error_set(err, 0, "", "%s",
-			      e == EINVAL ? "the network policy is not a JSON object" :
-					    "out of memory");
+		osb_error_set(
+			err, 0, "", "%s",
+			e == EINVAL ?
+				"the network policy is not a JSON object" :
+				"out of memory");
 		return -e;
 	}
 	int rc = lifecycle_call(c, "POST", "/v1/sandboxes", NULL, body,
@@ -318,9 +321,9 @@ int osb_sandbox_wait_running(struct osb_client *c, const char *id,
 		if (strcasecmp(info.state, "Failed") == 0 ||
 		    strcasecmp(info.state, "Terminated") == 0 ||
 		    strcasecmp(info.state, "Stopping") == 0) {
-			osb_error_set(err, 200, "", "sandbox %s is %s%s%s%s%s%s",
-				      id, info.state,
-				      info.reason ? " (" : "",
+			osb_error_set(err, 200, "",
+				      "sandbox %s is %s%s%s%s%s%s", id,
+				      info.state, info.reason ? " (" : "",
 				      info.reason ? info.reason : "",
 				      info.reason ? ")" : "",
 				      info.message ? ": " : "",

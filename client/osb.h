@@ -93,18 +93,19 @@ struct osb_config {
 	/* host[:port][/prefix]; "http://" or "https://" in front also picks
 	 * the protocol. NULL = environment, else "localhost:8080". */
 	const char *domain;
-	const char *protocol;   /* "http" or "https"; NULL = http */
-	const char *api_key;    /* NULL = none */
-	const char *ca_file;    /* PEM bundle to trust for https */
-	bool insecure;          /* accept any TLS certificate */
-	long request_timeout_ms;/* per request; 0 = 30 s (the seed's default) */
-	long connect_timeout_ms;/* 0 = 10 s */
-	int max_retries;        /* transient failures retried; <0 = 0, 0 = 5 */
-	long retry_base_ms;     /* first backoff; 0 = 100 ms */
-	long retry_max_ms;      /* backoff cap; 0 = 5 s */
-	bool use_server_proxy;  /* reach execd through the lifecycle server */
-	const char *execd_token;/* X-EXECD-ACCESS-TOKEN, if the user has one */
-	const char *proxy;      /* HTTP proxy URL for every request, or NULL */
+	const char *protocol;    /* "http" or "https"; NULL = http */
+	const char *api_key;     /* NULL = none */
+	const char *ca_file;     /* PEM bundle to trust for https */
+	bool insecure;           /* accept any TLS certificate */
+	long request_timeout_ms; /* per request; 0 = 30 s (the seed's default)
+				  */
+	long connect_timeout_ms; /* 0 = 10 s */
+	int max_retries;         /* transient failures retried; <0 = 0, 0 = 5 */
+	long retry_base_ms;      /* first backoff; 0 = 100 ms */
+	long retry_max_ms;       /* backoff cap; 0 = 5 s */
+	bool use_server_proxy;   /* reach execd through the lifecycle server */
+	const char *execd_token; /* X-EXECD-ACCESS-TOKEN, if the user has one */
+	const char *proxy;       /* HTTP proxy URL for every request, or NULL */
 	const struct osb_header *headers; /* extra headers on every request */
 	size_t n_headers;
 };
@@ -133,10 +134,10 @@ int osb_read_key_file(const char *path, char **ret_key, struct osb_error *err);
  */
 struct osb_cfgfile {
 	char *path;
-	bool exists;            /* false: no file, every field unset */
-	bool key_exposed;       /* holds api_key, and others than its owner
-				   may read it (warn, as ssh does) */
-	char *api_key;          /* [connection] */
+	bool exists;      /* false: no file, every field unset */
+	bool key_exposed; /* holds api_key, and others than its owner
+			     may read it (warn, as ssh does) */
+	char *api_key;    /* [connection] */
 	char *domain;
 	char *protocol;
 	long request_timeout_s; /* 0 = not set */
@@ -220,9 +221,9 @@ const char *osb_client_base_url(const struct osb_client *c);
  * counted as they move (a transfer's progress can be watched from
  * another thread). */
 struct osb_client_stats {
-	uint64_t requests;    /* HTTP requests sent, retries included */
-	uint64_t retries;     /* of which retries */
-	uint64_t failures;    /* calls that returned an error */
+	uint64_t requests; /* HTTP requests sent, retries included */
+	uint64_t retries;  /* of which retries */
+	uint64_t failures; /* calls that returned an error */
 	uint64_t bytes_up;
 	uint64_t bytes_down;
 };
@@ -264,8 +265,8 @@ void osb_client_set_trace(struct osb_client *c, osb_trace_fn fn, void *arg);
 /* An exchange as one line for a log: "GET /path -> 200, 12 ms" (the
  * error instead of a status when no answer came; " (try N)" on a retry). */
 void osb_trace_format(char *buf, size_t size, const char *method,
-		      const char *path, int status, const char *error,
-		      long ms, int attempt);
+		      const char *path, int status, const char *error, long ms,
+		      int attempt);
 
 /* ------------------------------------------------------------------ */
 /* Key/value lists (env, metadata, headers) */
@@ -292,27 +293,29 @@ void osb_kvlist_release(struct osb_kvlist *l);
 
 struct osb_sandbox_info {
 	char *id;
-	char *state;     /* Pending, Running, Paused, Failed, Terminated... */
-	char *reason;    /* may be NULL */
-	char *message;   /* may be NULL */
-	char *image;     /* may be NULL */
+	char *state;   /* Pending, Running, Paused, Failed, Terminated... */
+	char *reason;  /* may be NULL */
+	char *message; /* may be NULL */
+	char *image;   /* may be NULL */
 	struct osb_kvlist metadata;
 	char **entrypoint; /* NULL-terminated, may be NULL */
 	time_t created_at;
 	struct timespec created; /* created_at to the server's precision */
-	time_t expires_at; /* 0 = never expires */
+	time_t expires_at;       /* 0 = never expires */
 };
 void osb_sandbox_info_release(struct osb_sandbox_info *info);
 
 struct osb_create_params {
-	const char *image;              /* required */
-	const char *const *entrypoint;  /* NULL-terminated; NULL = tail -f /dev/null */
-	long timeout_s;                 /* TTL; <= 0 = never expires */
+	const char *image; /* required */
+	const char *const
+		*entrypoint; /* NULL-terminated; NULL = tail -f /dev/null */
+	long timeout_s;      /* TTL; <= 0 = never expires */
 	const struct osb_kvlist *env;
 	const struct osb_kvlist *metadata;
-	const char *network_policy_json;/* NetworkPolicy object as JSON, or NULL */
-	const char *cpu;                /* resource limits, e.g. "500m"; NULL = none */
-	const char *memory;             /* e.g. "512Mi" */
+	const char *
+		network_policy_json; /* NetworkPolicy object as JSON, or NULL */
+	const char *cpu;    /* resource limits, e.g. "500m"; NULL = none */
+	const char *memory; /* e.g. "512Mi" */
 };
 
 /* Creates a sandbox (not idempotent: never retried after it may have
@@ -324,10 +327,10 @@ int osb_sandbox_get(struct osb_client *c, const char *id,
 		    struct osb_sandbox_info *ret, struct osb_error *err);
 
 struct osb_list_params {
-	const char *const *states;      /* NULL-terminated or NULL */
+	const char *const *states;         /* NULL-terminated or NULL */
 	const struct osb_kvlist *metadata; /* all must match */
-	int page;                       /* 0 = 1 */
-	int page_size;                  /* 0 = 20; max 200 */
+	int page;                          /* 0 = 1 */
+	int page_size;                     /* 0 = 20; max 200 */
 };
 
 struct osb_sandbox_list {
@@ -365,7 +368,7 @@ int osb_sandbox_wait_running(struct osb_client *c, const char *id,
 			     struct osb_error *err);
 
 struct osb_endpoint {
-	char *url;               /* scheme://endpoint, no trailing '/' */
+	char *url; /* scheme://endpoint, no trailing '/' */
 	struct osb_kvlist headers;
 };
 void osb_endpoint_release(struct osb_endpoint *ep);
@@ -411,14 +414,14 @@ enum osb_ftype {
 };
 
 struct osb_stat {
-	char *path;             /* absolute, as the server returned it */
+	char *path; /* absolute, as the server returned it */
 	enum osb_ftype type;
-	int64_t size;           /* symlink: the length of its target */
-	mode_t mode;            /* permission bits only (0644) */
+	int64_t size; /* symlink: the length of its target */
+	mode_t mode;  /* permission bits only (0644) */
 	struct timespec mtime;
-	struct timespec ctime;  /* execd's created_at is the ctime */
-	const char *owner;      /* names in the sandbox, "" if unknown; */
-	const char *group;      /* both live in path's allocation */
+	struct timespec ctime; /* execd's created_at is the ctime */
+	const char *owner;     /* names in the sandbox, "" if unknown; */
+	const char *group;     /* both live in path's allocation */
 };
 /* Frees path (and with it owner and group). */
 void osb_stat_release(struct osb_stat *st);
@@ -476,9 +479,9 @@ typedef int (*osb_sink_fn)(void *arg, const void *data, size_t len);
  * replacement of the same size is not seen here (compare osb_file_stat()'s
  * size and mtime before and after, if that matters).
  */
-int osb_file_download(struct osb_sandbox *sb, const char *path,
-		      int64_t offset, int64_t length, osb_sink_fn sink,
-		      void *arg, int64_t *ret_size, struct osb_error *err);
+int osb_file_download(struct osb_sandbox *sb, const char *path, int64_t offset,
+		      int64_t length, osb_sink_fn sink, void *arg,
+		      int64_t *ret_size, struct osb_error *err);
 
 /* What osb_file_download_sized() checks the parts' sizes against. */
 #define OSB_SIZE_FIRST (-1) /* the first part's (osb_file_download()) */
@@ -505,13 +508,13 @@ int osb_file_download_fd(struct osb_sandbox *sb, const char *path,
 /* One file of an upload: the bytes come from @data or from @fd (read with
  * pread from @fd_offset, @size bytes). */
 struct osb_upload {
-	const char *path;       /* where it goes in the sandbox */
-	const void *data;       /* or NULL to read from fd */
+	const char *path; /* where it goes in the sandbox */
+	const void *data; /* or NULL to read from fd */
 	int fd;
 	int64_t fd_offset;
 	int64_t size;
-	mode_t mode;            /* 0 = a new file gets execd's default */
-	const char *owner;      /* NULL = execd's user (root) */
+	mode_t mode;       /* 0 = a new file gets execd's default */
+	const char *owner; /* NULL = execd's user (root) */
 	const char *group;
 };
 
@@ -527,13 +530,13 @@ int osb_file_upload(struct osb_sandbox *sb, const struct osb_upload *files,
 
 /* A regular file of a tar archive (osb_tar_add()). */
 struct osb_tar_member {
-	const char *path;       /* its sandbox path (absolute) */
-	int fd;                 /* its bytes, read with pread from 0 */
+	const char *path; /* its sandbox path (absolute) */
+	int fd;           /* its bytes, read with pread from 0 */
 	int64_t size;
-	mode_t mode;            /* all of 07777: special bits too */
+	mode_t mode; /* all of 07777: special bits too */
 	struct timespec mtime;
-	struct timespec atime;  /* tv_nsec UTIME_OMIT: not in the archive */
-	const char *owner;      /* NULL = root */
+	struct timespec atime; /* tv_nsec UTIME_OMIT: not in the archive */
+	const char *owner;     /* NULL = root */
 	const char *group;
 };
 
@@ -551,12 +554,12 @@ int osb_tar_finish(int out);
 
 /* A member of a tar archive read with osb_tar_next() (untar.c). */
 struct osb_tar_entry {
-	char *path;             /* as the archive names it (pax path first);
-				   untrusted: a name, never used as a path */
-	char type;              /* '0' a regular file, '5' a directory, ... */
-	int64_t size;           /* of its data (0 for all but files) */
-	struct timespec mtime;  /* to the nanosecond from a pax header */
-	int64_t data_off;       /* where its data starts in the archive */
+	char *path;            /* as the archive names it (pax path first);
+				  untrusted: a name, never used as a path */
+	char type;             /* '0' a regular file, '5' a directory, ... */
+	int64_t size;          /* of its data (0 for all but files) */
+	struct timespec mtime; /* to the nanosecond from a pax header */
+	int64_t data_off;      /* where its data starts in the archive */
 };
 /*
  * osb_tar_next() - reads the member at *pos of the archive in @fd (of
@@ -582,15 +585,15 @@ int osb_dir_make(struct osb_sandbox *sb, const char *path, mode_t mode,
 		 const char *owner, const char *group, struct osb_error *err);
 /* mkdir -p of each of @n paths in one request, each leaf given its mode
  * and owner (existing directories too). No EEXIST. */
-int osb_dirs_make(struct osb_sandbox *sb, const struct osb_perm *dirs,
-		  size_t n, struct osb_error *err);
+int osb_dirs_make(struct osb_sandbox *sb, const struct osb_perm *dirs, size_t n,
+		  struct osb_error *err);
 /* Removes files (not directories: -EISDIR). Missing files are no error. */
-int osb_files_remove(struct osb_sandbox *sb, const char *const *paths,
-		     size_t n, struct osb_error *err);
+int osb_files_remove(struct osb_sandbox *sb, const char *const *paths, size_t n,
+		     struct osb_error *err);
 /* rm -rf of each path (directories, files, symlinks unfollowed).
  * Missing paths are no error. Never give it "/". */
-int osb_dirs_remove(struct osb_sandbox *sb, const char *const *paths,
-		    size_t n, struct osb_error *err);
+int osb_dirs_remove(struct osb_sandbox *sb, const char *const *paths, size_t n,
+		    struct osb_error *err);
 
 struct osb_move {
 	const char *src;
@@ -604,8 +607,7 @@ int osb_file_move(struct osb_sandbox *sb, const struct osb_move *moves,
 /* chmod @mode (0 = unchanged) and chown to @owner/@group (names; NULL =
  * execd's user: pass the current owner to keep it). Follows symlinks. */
 int osb_file_chmod(struct osb_sandbox *sb, const char *path, mode_t mode,
-		   const char *owner, const char *group,
-		   struct osb_error *err);
+		   const char *owner, const char *group, struct osb_error *err);
 
 /* Files under @dir whose base name matches the glob @pattern ("**" for
  * all), recursively. */
@@ -615,8 +617,8 @@ int osb_file_search(struct osb_sandbox *sb, const char *dir,
 
 /* Replaces every @old with @new in the file @path; *ret_count (may be
  * NULL) gets the count replaced. */
-int osb_file_replace(struct osb_sandbox *sb, const char *path,
-		     const char *old, const char *new_text, long *ret_count,
+int osb_file_replace(struct osb_sandbox *sb, const char *path, const char *old,
+		     const char *new_text, long *ret_count,
 		     struct osb_error *err);
 
 /* ------------------------------------------------------------------ */
@@ -637,10 +639,10 @@ enum osb_event_type {
 
 struct osb_event {
 	enum osb_event_type type;
-	const char *type_name;  /* as on the wire */
-	const char *text;       /* init: the id; stdout/stderr: one line
-				   without its terminator ("\n" for an empty
-				   line); status: the status */
+	const char *type_name; /* as on the wire */
+	const char *text;      /* init: the id; stdout/stderr: one line
+				  without its terminator ("\n" for an empty
+				  line); status: the status */
 	long execution_count;
 	long execution_time_ms;
 	const char *results_json; /* result: the MIME bundle as JSON */
@@ -658,9 +660,9 @@ typedef int (*osb_event_fn)(void *arg, const struct osb_event *ev);
 /* Commands */
 
 struct osb_command_opts {
-	const char *cwd;        /* NULL = execd's working directory */
-	long timeout_ms;        /* 0 = none */
-	int uid, gid;           /* -1 = execd's; gid needs uid */
+	const char *cwd; /* NULL = execd's working directory */
+	long timeout_ms; /* 0 = none */
+	int uid, gid;    /* -1 = execd's; gid needs uid */
 	const struct osb_kvlist *envs;
 };
 /* Sets the defaults: no cwd, no timeout, uid/gid -1, no envs. */
@@ -699,11 +701,11 @@ int osb_command_start(struct osb_sandbox *sb, const char *cmd,
 
 struct osb_command_status {
 	char *id;
-	char *content;          /* the command */
+	char *content; /* the command */
 	bool running;
-	bool exited;            /* exit_code valid */
-	int exit_code;          /* -1 for a signal */
-	char *error;            /* "exit status 3", or NULL */
+	bool exited;   /* exit_code valid */
+	int exit_code; /* -1 for a signal */
+	char *error;   /* "exit status 3", or NULL */
 	struct timespec started_at;
 	struct timespec finished_at; /* zero while running */
 };
@@ -725,8 +727,8 @@ int osb_command_interrupt(struct osb_sandbox *sb, const char *id,
 /* ------------------------------------------------------------------ */
 /* Bash sessions */
 
-int osb_session_create(struct osb_sandbox *sb, const char *cwd,
-		       char *ret_id, struct osb_error *err);
+int osb_session_create(struct osb_sandbox *sb, const char *cwd, char *ret_id,
+		       struct osb_error *err);
 /* Runs @cmd in session @id (stdout and stderr come merged as stdout
  * events). *ret_exit_code as osb_command_run(). */
 int osb_session_run(struct osb_sandbox *sb, const char *id, const char *cmd,
@@ -741,7 +743,7 @@ int osb_session_delete(struct osb_sandbox *sb, const char *id,
 struct osb_code_context {
 	char *id;
 	char *language;
-	char *cwd;              /* may be NULL */
+	char *cwd; /* may be NULL */
 };
 void osb_code_context_release(struct osb_code_context *ctx);
 void osb_code_context_array_free(struct osb_code_context *a, size_t n);

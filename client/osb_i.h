@@ -31,8 +31,9 @@
 #define OSB_POOL_IDLE_MAX 64           /* idle connections kept */
 #define OSB_BULK_RECV_BUF (512L << 10) /* libcurl's buffers for file */
 #define OSB_BULK_SEND_BUF (2L << 20)   /* contents (http.c) */
-#define OSB_HANDLE_CONNS_MAX 2         /* idle connections of one handle:
-					  one per API host it talks to */
+#define OSB_HANDLE_CONNS_MAX                                                   \
+	2 /* idle connections of one handle:                                   \
+	     one per API host it talks to */
 
 /* ---- util.c ---- */
 
@@ -70,8 +71,8 @@ int osb_errno_from_curl(int curl_code);
 /* ---- client.c ---- */
 
 struct osb_client {
-	char *base_url;   /* scheme://domain */
-	char *scheme;     /* "http" / "https" */
+	char *base_url; /* scheme://domain */
+	char *scheme;   /* "http" / "https" */
 	char *domain;
 	char *api_key;
 	char *ca_file;
@@ -140,25 +141,25 @@ typedef int (*http_mime_fn)(void *arg, void *curl, void **ret_mime);
 
 struct http_request {
 	const char *method;
-	const char *base;       /* base URL, no trailing '/' */
-	const char *path;       /* "/files/info" */
-	const char *query;      /* "?a=b..." or NULL */
-	const char *what;       /* detail for messages (a sandbox path) */
-	bool lifecycle;         /* send the API key */
+	const char *base;  /* base URL, no trailing '/' */
+	const char *path;  /* "/files/info" */
+	const char *query; /* "?a=b..." or NULL */
+	const char *what;  /* detail for messages (a sandbox path) */
+	bool lifecycle;    /* send the API key */
 	const struct osb_kvlist *headers; /* endpoint headers */
 	const char *content_type;
-	const void *body;       /* request body, or NULL */
+	const void *body; /* request body, or NULL */
 	size_t body_len;
-	http_mime_fn mime;      /* or a multipart body */
+	http_mime_fn mime; /* or a multipart body */
 	void *mime_arg;
-	const char *range;      /* "bytes=a-b" or NULL */
-	osb_sink_fn sink;       /* 2xx bodies go here as they come */
+	const char *range; /* "bytes=a-b" or NULL */
+	osb_sink_fn sink;  /* 2xx bodies go here as they come */
 	void *sink_arg;
-	bool streaming;         /* long body: no total timeout, a stall
-				   limit of request_timeout instead */
-	bool bulk;              /* file contents: large transfer buffers */
+	bool streaming; /* long body: no total timeout, a stall
+			   limit of request_timeout instead */
+	bool bulk;      /* file contents: large transfer buffers */
 	enum http_retry retry;
-	bool no_retry;          /* one attempt only */
+	bool no_retry; /* one attempt only */
 };
 
 struct http_response {
@@ -166,14 +167,14 @@ struct http_response {
 	struct buf body;        /* the body when no sink, or an error body */
 	int64_t content_length; /* -1 if absent */
 	int64_t range_start, range_end, range_total; /* Content-Range */
-	int64_t tail_cursor;    /* EXECD-COMMANDS-TAIL-CURSOR, -1 if absent */
-	uint64_t delivered;     /* bytes given to the sink */
-	bool sink_stopped;      /* the sink returned non-zero */
+	int64_t tail_cursor; /* EXECD-COMMANDS-TAIL-CURSOR, -1 if absent */
+	uint64_t delivered;  /* bytes given to the sink */
+	bool sink_stopped;   /* the sink returned non-zero */
 	int sink_rc;
-	bool transient;         /* failed, and the policy allowed a retry */
-	bool retryable;         /* failed in a transient way (a lost answer
-				   or a gateway error), whatever the policy */
-	int attempts;           /* requests sent */
+	bool transient; /* failed, and the policy allowed a retry */
+	bool retryable; /* failed in a transient way (a lost answer
+			   or a gateway error), whatever the policy */
+	int attempts;   /* requests sent */
 };
 void http_response_release(struct http_response *rs);
 
@@ -193,8 +194,8 @@ long http_backoff_ms(const struct osb_client *c, int attempt);
 /* ---- json.c ---- */
 
 /* Error bodies: {"code","message"}, {"error":...}, FastAPI {"detail":..}. */
-void json_error_body(const char *body, size_t len, char *code,
-		     size_t code_size, char *msg, size_t msg_size);
+void json_error_body(const char *body, size_t len, char *code, size_t code_size,
+		     char *msg, size_t msg_size);
 
 int json_stat_map_get(const char *body, size_t len, const char *key,
 		      struct osb_stat *ret);
@@ -211,20 +212,20 @@ int json_stat_map_get(const char *body, size_t len, const char *key,
  */
 struct json_stat_stream {
 	int state;
-	int depth;              /* nesting inside the current element */
+	int depth; /* nesting inside the current element */
 	bool in_string, escaped;
-	struct buf elem;        /* the current element's text */
-	uint64_t total;         /* bytes fed */
+	struct buf elem; /* the current element's text */
+	uint64_t total;  /* bytes fed */
 	struct osb_stat *a;
 	size_t n, cap;
-	size_t max;             /* stop after this many entries (0: never) */
-	bool cut;               /* stopped at max */
+	size_t max; /* stop after this many entries (0: never) */
+	bool cut;   /* stopped at max */
 };
 void json_stat_stream_init(struct json_stat_stream *s);
 int json_stat_stream_feed(struct json_stat_stream *s, const void *data,
 			  size_t len);
-int json_stat_stream_finish(struct json_stat_stream *s,
-			    struct osb_stat **ret, size_t *ret_n);
+int json_stat_stream_finish(struct json_stat_stream *s, struct osb_stat **ret,
+			    size_t *ret_n);
 void json_stat_stream_release(struct json_stat_stream *s);
 
 int json_sandbox(const char *body, size_t len, struct osb_sandbox_info *ret);
@@ -289,25 +290,25 @@ void json_event_release(struct json_event_store *store);
 /* ---- commands.c ---- */
 
 /* DELETE @api_path?id=@id (interrupt a command or a code context). */
-int interrupt_call(struct osb_sandbox *sb, const char *api_path,
-		   const char *id, struct osb_error *err);
+int interrupt_call(struct osb_sandbox *sb, const char *api_path, const char *id,
+		   struct osb_error *err);
 
 /* ---- stream.c ---- */
 
 struct event_stream {
-	struct buf line;        /* the partial line */
+	struct buf line; /* the partial line */
 	osb_event_fn fn;
 	void *arg;
-	bool terminal;          /* the terminal event was seen */
-	bool code_mode;         /* code runs: error is terminal too */
-	int exit_code;          /* from the terminal event */
-	bool output_lost;       /* the stream broke after init: the end
-				   came from the command's status, the
-				   output after the break is lost */
-	bool failed;            /* error event seen */
-	char id[OSB_ID_MAX];    /* from init */
-	int rc;                 /* first error */
-	struct osb_error err;   /* the error behind rc */
+	bool terminal;        /* the terminal event was seen */
+	bool code_mode;       /* code runs: error is terminal too */
+	int exit_code;        /* from the terminal event */
+	bool output_lost;     /* the stream broke after init: the end
+				 came from the command's status, the
+				 output after the break is lost */
+	bool failed;          /* error event seen */
+	char id[OSB_ID_MAX];  /* from init */
+	int rc;               /* first error */
+	struct osb_error err; /* the error behind rc */
 };
 void event_stream_init(struct event_stream *s, osb_event_fn fn, void *arg);
 void event_stream_release(struct event_stream *s);

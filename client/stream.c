@@ -106,7 +106,8 @@ int event_stream_sink(void *arg, const void *data, size_t len)
 		int rc = buf_append(&s->line, p, take);
 		if (rc) {
 			osb_error_set(&s->err, 200, "",
-				      "an event of the output stream exceeds %u bytes",
+				      "an event of the output stream exceeds "
+				      "%u bytes",
 				      OSB_EVENT_LINE_MAX);
 			s->rc = rc;
 			return rc;

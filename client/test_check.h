@@ -9,15 +9,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                            \
-	do {                                                        \
-		if (!(cond)) {                                      \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__,   \
-				__LINE__);                          \
-			fprintf(stderr, __VA_ARGS__);               \
-			fputc('\n', stderr);                        \
-			failures++;                                 \
-		}                                                   \
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
+			fprintf(stderr, __VA_ARGS__);                          \
+			fputc('\n', stderr);                                   \
+			failures++;                                            \
+		}                                                              \
 	} while (0)
 
 #endif /* OSB_TEST_CHECK_H */

@@ -13,25 +13,24 @@
 #include "osb.h"
 #include "test_check.h"
 
-static const char good[] =
-	"# a comment\n"
-	"\n"
-	"[connection]\n"
-	"api_key = \"k\\\"ey\\u00e9\"   # trailing comment\n"
-	"domain = 'localhost:9090'\n"
-	"protocol = \"https\"\r\n"
-	"request_timeout = 45\n"
-	"use_server_proxy = true\n"
-	"\n"
-	"[output]\n"
-	"color = false\n"
-	"format = \"json\"\n"
-	"\n"
-	"[ defaults ]\n"
-	"image = \"python:3.12\"\n"
-	"timeout = \"30m\"\n"
-	"[elsewhere]\n"
-	"list_unknown = 3\n";
+static const char good[] = "# a comment\n"
+			   "\n"
+			   "[connection]\n"
+			   "api_key = \"k\\\"ey\\u00e9\"   # trailing comment\n"
+			   "domain = 'localhost:9090'\n"
+			   "protocol = \"https\"\r\n"
+			   "request_timeout = 45\n"
+			   "use_server_proxy = true\n"
+			   "\n"
+			   "[output]\n"
+			   "color = false\n"
+			   "format = \"json\"\n"
+			   "\n"
+			   "[ defaults ]\n"
+			   "image = \"python:3.12\"\n"
+			   "timeout = \"30m\"\n"
+			   "[elsewhere]\n"
+			   "list_unknown = 3\n";
 
 static void test_good(void)
 {
@@ -58,27 +57,43 @@ static void test_bad(void)
 		const char *text;
 		const char *msg; /* the end of the message */
 	} bad[] = {
-		{ "[connection]\ndomain = localhost\n", "c.toml:2: a value that is not a string, an integer or a boolean" },
-		{ "[connection]\ndomain = \"x\n", "c.toml:2: a string without its closing quote" },
+		{ "[connection]\ndomain = localhost\n",
+		  "c.toml:2: a value that is not a string, an integer or a "
+		  "boolean" },
+		{ "[connection]\ndomain = \"x\n",
+		  "c.toml:2: a string without its closing quote" },
 		{ "domain\n", "c.toml:1: a key without '='" },
-		{ "[connection\n", "c.toml:1: a section header that is not [name]" },
-		{ "[[servers]]\n", "c.toml:1: an array of tables (not supported here)" },
+		{ "[connection\n",
+		  "c.toml:1: a section header that is not [name]" },
+		{ "[[servers]]\n",
+		  "c.toml:1: an array of tables (not supported here)" },
 		{ "[a.b]\n", "c.toml:1: a section header that is not [name]" },
 		{ "a.b = 1\n", "c.toml:1: a dotted key (not supported here)" },
-		{ "\"a\" = 1\n", "c.toml:1: a quoted key (not supported here)" },
-		{ "x = 1.5\n", "c.toml:1: a value that is not a string, an integer or a boolean" },
-		{ "x = [1]\n", "c.toml:1: a value that is not a string, an integer or a boolean" },
+		{ "\"a\" = 1\n",
+		  "c.toml:1: a quoted key (not supported here)" },
+		{ "x = 1.5\n", "c.toml:1: a value that is not a string, an "
+			       "integer or a boolean" },
+		{ "x = [1]\n", "c.toml:1: a value that is not a string, an "
+			       "integer or a boolean" },
 		{ "x = 1 2\n", "c.toml:1: more after the value" },
 		{ "x = \"a\" b\n", "c.toml:1: more after the value" },
-		{ "x = \"\"\"a\"\"\"\n", "c.toml:1: a multi-line string (not supported here)" },
+		{ "x = \"\"\"a\"\"\"\n",
+		  "c.toml:1: a multi-line string (not supported here)" },
 		{ "x = \"\\q\"\n", "c.toml:1: an unknown escape in a string" },
 		{ "x = 012\n", "c.toml:1: an integer with a leading zero" },
 		{ "x =\n", "c.toml:1: a key without a value" },
-		{ "\n\n[connection]\nrequest_timeout = \"30\"\n", "c.toml:4: connection.request_timeout must be an integer" },
-		{ "[connection]\nrequest_timeout = 0\n", "c.toml:2: connection.request_timeout must be a positive number of seconds" },
-		{ "[connection]\nuse_server_proxy = 1\n", "c.toml:2: connection.use_server_proxy must be true or false" },
-		{ "[defaults]\nimage = 3\n", "c.toml:2: defaults.image must be a string" },
-		{ "[connection]\ndomain = \"a\"\ndomain = \"b\"\n", "c.toml:3: a key given twice" },
+		{ "\n\n[connection]\nrequest_timeout = \"30\"\n",
+		  "c.toml:4: connection.request_timeout must be an integer" },
+		{ "[connection]\nrequest_timeout = 0\n",
+		  "c.toml:2: connection.request_timeout must be a positive "
+		  "number of seconds" },
+		{ "[connection]\nuse_server_proxy = 1\n",
+		  "c.toml:2: connection.use_server_proxy must be true or "
+		  "false" },
+		{ "[defaults]\nimage = 3\n",
+		  "c.toml:2: defaults.image must be a string" },
+		{ "[connection]\ndomain = \"a\"\ndomain = \"b\"\n",
+		  "c.toml:3: a key given twice" },
 		{ "[a]\n[b]\n[a]\n", "c.toml:3: a section given twice" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -91,7 +106,8 @@ static void test_bad(void)
 			continue;
 		}
 		CHECK(strcmp(err.message, bad[i].msg) == 0,
-		      "bad %zu: \"%s\", not \"%s\"", i, err.message, bad[i].msg);
+		      "bad %zu: \"%s\", not \"%s\"", i, err.message,
+		      bad[i].msg);
 	}
 }
 
@@ -101,19 +117,21 @@ static void test_duration(void)
 		const char *s;
 		long secs; /* -1: refused */
 	} d[] = {
-		{ "90", 90 }, { "90s", 90 }, { "10m", 600 }, { "1h30m", 5400 },
-		{ "2h", 7200 }, { "1h30m45s", 5445 }, { "none", 0 }, { "NONE", 0 },
-		{ "", -1 }, { "10x", -1 }, { "m", -1 }, { "30m1h", -1 },
-		{ "-5", -1 }, { "1.5h", -1 }, { "10mm", -1 },
+		{ "90", 90 },      { "90s", 90 },  { "10m", 600 },
+		{ "1h30m", 5400 }, { "2h", 7200 }, { "1h30m45s", 5445 },
+		{ "none", 0 },     { "NONE", 0 },  { "", -1 },
+		{ "10x", -1 },     { "m", -1 },    { "30m1h", -1 },
+		{ "-5", -1 },      { "1.5h", -1 }, { "10mm", -1 },
 	};
 	for (size_t i = 0; i < sizeof(d) / sizeof(d[0]); i++) {
 		long v = -7;
 		int rc = osb_duration_parse(d[i].s, &v);
 		if (d[i].secs < 0)
-			CHECK(rc == -EINVAL, "duration \"%s\" accepted", d[i].s);
+			CHECK(rc == -EINVAL, "duration \"%s\" accepted",
+			      d[i].s);
 		else
-			CHECK(rc == 0 && v == d[i].secs, "duration \"%s\": %d %ld",
-			      d[i].s, rc, v);
+			CHECK(rc == 0 && v == d[i].secs,
+			      "duration \"%s\": %d %ld", d[i].s, rc, v);
 	}
 }
 
@@ -142,7 +160,8 @@ static void test_set(void)
 		return;
 	}
 	snprintf(path, sizeof(path), "%s/sub/config.toml", dir);
-	CHECK(osb_cfgfile_init(path, false, &err) == 0, "init: %s", err.message);
+	CHECK(osb_cfgfile_init(path, false, &err) == 0, "init: %s",
+	      err.message);
 	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600, "init mode");
 	CHECK(osb_cfgfile_init(path, false, &err) == -EEXIST, "init twice");
 	CHECK(osb_cfgfile_init(path, true, &err) == 0, "init --force");
@@ -150,11 +169,14 @@ static void test_set(void)
 	      "set domain: %s", err.message);
 	CHECK(osb_cfgfile_set(path, "connection.domain", "h:2", &err) == 0,
 	      "set domain again: %s", err.message);
-	CHECK(osb_cfgfile_set(path, "connection.request_timeout", "12", &err) == 0,
+	CHECK(osb_cfgfile_set(path, "connection.request_timeout", "12", &err) ==
+		      0,
 	      "set request_timeout: %s", err.message);
-	CHECK(osb_cfgfile_set(path, "connection.request_timeout", "soon", &err) == -EINVAL,
+	CHECK(osb_cfgfile_set(path, "connection.request_timeout", "soon",
+			      &err) == -EINVAL,
 	      "set request_timeout soon");
-	CHECK(osb_cfgfile_set(path, "connection.use_server_proxy", "yes", &err) == 0,
+	CHECK(osb_cfgfile_set(path, "connection.use_server_proxy", "yes",
+			      &err) == 0,
 	      "set use_server_proxy: %s", err.message);
 	CHECK(osb_cfgfile_set(path, "defaults.image", "a \"b\"\\c", &err) == 0,
 	      "set image: %s", err.message);
@@ -169,7 +191,8 @@ static void test_set(void)
 	}
 	CHECK(strstr(text, "# domain = \"localhost:8080\"\ndomain = \"h:2\"\n"),
 	      "the comment kept, the line after it: %s", text);
-	CHECK(strstr(text, "\n[extra]\nthing = \"x\"\n"), "new section: %s", text);
+	CHECK(strstr(text, "\n[extra]\nthing = \"x\"\n"), "new section: %s",
+	      text);
 	CHECK(strstr(text, "[defaults]\n") && strstr(text, "# timeout ="),
 	      "comments kept: %s", text);
 	free(text);
@@ -177,7 +200,8 @@ static void test_set(void)
 	CHECK(rc == 0, "load after set: %s", err.message);
 	if (!rc) {
 		CHECK(f.exists && strcmp(f.domain, "h:2") == 0, "domain");
-		CHECK(f.request_timeout_s == 12 && f.use_server_proxy == 1, "types");
+		CHECK(f.request_timeout_s == 12 && f.use_server_proxy == 1,
+		      "types");
 		CHECK(strcmp(f.image, "a \"b\"\\c") == 0, "image %s", f.image);
 		CHECK(!f.key_exposed, "no key");
 		osb_cfgfile_release(&f);
@@ -187,7 +211,8 @@ static void test_set(void)
 	snprintf(path2, sizeof(path2), "%s/sub2/other.toml", dir);
 	CHECK(osb_cfgfile_set(path2, "connection.api_key", "s3cret", &err) == 0,
 	      "set on no file: %s", err.message);
-	CHECK(stat(path2, &st) == 0 && (st.st_mode & 0777) == 0600, "new file mode");
+	CHECK(stat(path2, &st) == 0 && (st.st_mode & 0777) == 0600,
+	      "new file mode");
 	chmod(path2, 0644);
 	rc = osb_cfgfile_load(path2, &f, &err);
 	CHECK(rc == 0 && f.key_exposed && strcmp(f.api_key, "s3cret") == 0,

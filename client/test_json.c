@@ -29,9 +29,8 @@ static int read_all(const char *body, size_t len, size_t piece,
 
 	json_stat_stream_init(&s);
 	for (size_t off = 0; !rc && off < len; off += piece)
-		rc = json_stat_stream_feed(&s, body + off,
-					   len - off < piece ? len - off :
-							       piece);
+		rc = json_stat_stream_feed(
+			&s, body + off, len - off < piece ? len - off : piece);
 	if (!rc)
 		rc = json_stat_stream_finish(&s, ret, ret_n);
 	json_stat_stream_release(&s);
@@ -94,8 +93,8 @@ static void test_answers(void)
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct osb_stat *a = NULL;
 		size_t n = 0;
-		int rc = read_all(rows[i].body, strlen(rows[i].body), 3, &a,
-				  &n);
+		int rc =
+			read_all(rows[i].body, strlen(rows[i].body), 3, &a, &n);
 		CHECK(rc == rows[i].rc && (rc || n == rows[i].n),
 		      "%s: rc %d, %zu entries", rows[i].body, rc, n);
 		CHECK(rc || a, "%s: an empty listing is not NULL",
@@ -123,10 +122,9 @@ static void test_caps(void)
  * though the array never closed. */
 static void test_cut(void)
 {
-	static const char body[] =
-		"[{\"path\":\"/a\",\"type\":\"directory\"},"
-		"{\"path\":\"/a/b\",\"type\":\"file\"},"
-		"{\"path\":\"/c\",\"type\":\"file\"}]";
+	static const char body[] = "[{\"path\":\"/a\",\"type\":\"directory\"},"
+				   "{\"path\":\"/a/b\",\"type\":\"file\"},"
+				   "{\"path\":\"/c\",\"type\":\"file\"}]";
 	struct json_stat_stream s;
 	struct osb_stat *a = NULL;
 	size_t n = 0;
@@ -164,19 +162,26 @@ static void test_policy(void)
 		"{\"egress\":[{\"action\":\"allow\",\"target\":\"a.org\"}],"
 		"\"defaultAction\":\"deny\"}}";
 	char *p = json_policy(read_back, NULL, why, sizeof(why));
-	CHECK(p && strcmp(p, "{\"defaultAction\":\"deny\",\"egress\":"
-			     "[{\"action\":\"allow\",\"target\":\"a.org\"}]}") == 0,
+	CHECK(p && strcmp(p,
+			  "{\"defaultAction\":\"deny\",\"egress\":"
+			  "[{\"action\":\"allow\",\"target\":\"a.org\"}]}") ==
+			      0,
 	      "read back: %s", p ? p : why);
 	free(p);
 	p = json_policy("{\"defaultAction\":\"deny\",\"egress\":null}", "allow",
 			why, sizeof(why));
-	CHECK(p && strcmp(p, "{\"defaultAction\":\"allow\",\"egress\":[]}") == 0,
+	CHECK(p && strcmp(p, "{\"defaultAction\":\"allow\",\"egress\":[]}") ==
+			      0,
 	      "default set: %s", p ? p : why);
 	free(p);
 	static const char *const bad[] = {
-		"[]", "{}", "{\"defaultAction\":\"maybe\"}", "not json",
+		"[]",
+		"{}",
+		"{\"defaultAction\":\"maybe\"}",
+		"not json",
 		"{\"defaultAction\":\"deny\",\"egress\":{}}",
-		"{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\"}]}",
+		"{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\"}"
+		"]}",
 		("{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"x\","
 		 "\"target\":\"a\"}]}"),
 	};

@@ -57,8 +57,10 @@ static void test_round_trip(void)
 	for (int i = 0; i < 2; i++) {
 		int fd = data_fd(texts[i]);
 		struct osb_tar_member m = {
-			.path = paths[i], .fd = fd,
-			.size = (int64_t)strlen(texts[i]), .mode = 0644,
+			.path = paths[i],
+			.fd = fd,
+			.size = (int64_t)strlen(texts[i]),
+			.mode = 0644,
 			.mtime = { 1700000000, 123456789 },
 			.atime = { 1700000000, 0 },
 		};
@@ -73,7 +75,8 @@ static void test_round_trip(void)
 		/* the writer stores paths without the leading slash */
 		CHECK(strcmp(e[i].path, paths[i] + 1) == 0, "path %d: %s", i,
 		      e[i].path);
-		CHECK(e[i].type == '0' && e[i].size == (int64_t)strlen(texts[i]),
+		CHECK(e[i].type == '0' &&
+			      e[i].size == (int64_t)strlen(texts[i]),
 		      "type/size %d", i);
 		CHECK(e[i].mtime.tv_sec == 1700000000 &&
 			      e[i].mtime.tv_nsec == 123456789,
@@ -122,7 +125,8 @@ static void test_bad_pax(void)
 	snprintf((char *)h + 148, 8, "%06o", sum);
 	memcpy(h + 512, rec, strlen(rec));
 	int fd = tmpfd();
-	CHECK(fd >= 0 && write(fd, h, sizeof(h)) == (ssize_t)sizeof(h), "write");
+	CHECK(fd >= 0 && write(fd, h, sizeof(h)) == (ssize_t)sizeof(h),
+	      "write");
 	int64_t pos = 0;
 	struct osb_tar_entry e;
 	CHECK(osb_tar_next(fd, &pos, (int64_t)sizeof(h), &e) == -EINVAL,

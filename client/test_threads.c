@@ -48,8 +48,8 @@ static void fail(int t, int r, const char *fmt, ...)
 /* Bytes that differ per thread, round and offset (xorshift64). */
 static void fill(unsigned char *p, size_t n, int t, int r)
 {
-	uint64_t x = 0x9e3779b97f4a7c15ull ^ ((uint64_t)t << 32) ^
-		     (uint64_t)(r + 1);
+	uint64_t x =
+		0x9e3779b97f4a7c15ull ^ ((uint64_t)t << 32) ^ (uint64_t)(r + 1);
 	for (size_t i = 0; i < n; i++) {
 		x ^= x << 13;
 		x ^= x >> 7;
@@ -97,8 +97,9 @@ static void check_download(int t, int r, const char *path, int64_t off,
 		     off, len, err.message);
 	else if (got.len != want_len ||
 		 (want_len && memcmp(got.data, want, want_len) != 0))
-		fail(t, r, "download %s [%" PRId64 ", +%" PRId64
-			   "): %zu bytes differ from the %zu uploaded",
+		fail(t, r,
+		     "download %s [%" PRId64 ", +%" PRId64
+		     "): %zu bytes differ from the %zu uploaded",
 		     path, off, len, got.len, want_len);
 	free(got.data);
 }
@@ -107,8 +108,9 @@ static void check_download(int t, int r, const char *path, int64_t off,
 static int upload(int t, int r, const char *path, const unsigned char *data,
 		  size_t n)
 {
-	struct osb_upload u = { .path = path, .fd = -1, .size = (int64_t)n,
-				.mode = 0640 };
+	struct osb_upload u = {
+		.path = path, .fd = -1, .size = (int64_t)n, .mode = 0640
+	};
 	struct osb_error err;
 	int fd = -1, rc;
 

@@ -128,7 +128,7 @@ static bool pax_time(const char *s, size_t len, struct timespec *ts)
 
 struct pax {
 	char *path;
-	int64_t size;        /* -1: not given */
+	int64_t size; /* -1: not given */
 	bool have_mtime;
 	struct timespec mtime;
 };
@@ -180,8 +180,7 @@ static int pax_parse(const char *d, size_t n, struct pax *x)
 
 /* The @len bytes of metadata at @off (an extended header or a long
  * name), NUL-terminated; malloc'd. */
-static int read_meta(int fd, int64_t off, int64_t len, int64_t end,
-		     char **ret)
+static int read_meta(int fd, int64_t off, int64_t len, int64_t end, char **ret)
 {
 	if (len < 0 || len > META_MAX || off + len > end)
 		return -EINVAL;

@@ -31,21 +31,21 @@
 #define STAMP_MAX 32 /* "2024-01-02T03:04:05Z error: " */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* all below */
-static char *ring[RING];          /* malloc'd lines, NULL when empty */
+static char *ring[RING]; /* malloc'd lines, NULL when empty */
 static size_t ring_next, ring_count;
-static char *last_error;          /* malloc'd, NULL if none */
+static char *last_error; /* malloc'd, NULL if none */
 static long long last_error_when;
 static int debug_on;
 static int use_syslog;
-static int no_stderr;             /* daemonized: stderr is /dev/null */
-static int file_fd = -1;          /* log_file=, or none */
+static int no_stderr;    /* daemonized: stderr is /dev/null */
+static int file_fd = -1; /* log_file=, or none */
 
 /* the last message written out, and how often it came since */
 static struct {
-	char *text;               /* malloc'd, NULL if none */
+	char *text; /* malloc'd, NULL if none */
 	enum log_level lvl;
 	unsigned long long repeats;
-	time_t written_at;        /* when it or its count was written out */
+	time_t written_at; /* when it or its count was written out */
 } prev;
 
 void log_init(int debug)

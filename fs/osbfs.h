@@ -51,16 +51,16 @@ struct osbfs {
 	struct osb_client *client;
 	struct osb_sandbox *sb;
 	const char *sandbox_id;
-	const char *root;            /* DIR in the sandbox */
+	const char *root; /* DIR in the sandbox */
 	struct fuse_session *se;
 	struct node_table nodes;
-	struct cache *cache;         /* file content (cache.h) */
+	struct cache *cache; /* file content (cache.h) */
 	struct writeback *wb;
 	struct ctl *ctl;
 	struct lifecycle *life;
 	struct notifier *notifier;
 	struct watch *watch;
-	uid_t uid;                   /* owner shown for every file */
+	uid_t uid; /* owner shown for every file */
 	gid_t gid;
 
 	/* held for reading by an upload batch (its paths must not move),
@@ -72,9 +72,9 @@ struct osbfs {
 	struct statvfs statfs;
 	long long statfs_expiry;
 
-	unsigned pending_dir_times;  /* dirs with times_pending (nodes lock) */
-	atomic_uint_fast64_t ops;    /* FUSE requests served */
-	atomic_llong last_activity;  /* monotonic ms of the last use */
+	unsigned pending_dir_times; /* dirs with times_pending (nodes lock) */
+	atomic_uint_fast64_t ops;   /* FUSE requests served */
+	atomic_llong last_activity; /* monotonic ms of the last use */
 };
 
 /* The errno a FUSE op returns for a client error: network trouble is

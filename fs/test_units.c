@@ -23,13 +23,13 @@
 
 static int failures;
 
-#define CHECK(cond)                                                        \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			fprintf(stderr, "%s:%d: FAIL %s\n", __FILE__,      \
-				__LINE__, #cond);                          \
-			failures++;                                        \
-		}                                                          \
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: FAIL %s\n", __FILE__,          \
+				__LINE__, #cond);                              \
+			failures++;                                            \
+		}                                                              \
 	} while (0)
 
 static void test_hex(void)
@@ -183,8 +183,8 @@ static void test_journal(void)
 	CHECK(mkdtemp(dir) != NULL);
 	struct holder h = { .fd = -1 }, h2 = { .fd = -1 };
 	CHECK(node_table_init(&nt, "/workspace") == 0);
-	CHECK(cache_init(&c, dir, "sb1", 1 << 20, &nt, &h, msg,
-			 sizeof(msg)) == 0);
+	CHECK(cache_init(&c, dir, "sb1", 1 << 20, &nt, &h, msg, sizeof(msg)) ==
+	      0);
 	nt.on_free = cache_detach;
 	nt.on_free_arg = c;
 	struct node *n1 = node_child_get(&nt, nt.root, "kept");
@@ -325,9 +325,11 @@ static void test_linkmap(void)
 		char *got = NULL;
 		int rc = link_map(c->target, c->link, c->root, ".osb", &got);
 		if (rc || strcmp(got, c->want) != 0) {
-			fprintf(stderr, "link %s -> %s (DIR %s): got \"%s\" "
-				"(rc %d), want \"%s\"\n", c->link, c->target,
-				c->root, rc ? "" : got, rc, c->want);
+			fprintf(stderr,
+				"link %s -> %s (DIR %s): got \"%s\" "
+				"(rc %d), want \"%s\"\n",
+				c->link, c->target, c->root, rc ? "" : got, rc,
+				c->want);
 			failures++;
 		}
 		free(got);

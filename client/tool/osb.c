@@ -132,8 +132,7 @@ int cli_take_id(struct osb_cli *cli, int argc, char **argv, int first, int n)
 {
 	int have = argc - first;
 	/* no sandbox id starts with '/': such an argument is a path */
-	bool id = (n >= 0 ? have == n + 1 : have >= 2) &&
-		  argv[first][0] != '/';
+	bool id = (n >= 0 ? have == n + 1 : have >= 2) && argv[first][0] != '/';
 	if (!id)
 		return first;
 	cli->sandbox_id = argv[first];
@@ -158,8 +157,8 @@ static int parse_format(const char *s, enum cli_format *ret)
  * "--"): -o/--output FORMAT, and -h/--help, which prints the command's
  * help. Returns -1 to go on, else the exit status.
  */
-static int common_opts(struct osb_cli *cli, const struct cli_cmd *c,
-		       int *argc, char **argv)
+static int common_opts(struct osb_cli *cli, const struct cli_cmd *c, int *argc,
+		       char **argv)
 {
 	/* a command run without "--" (the older spelling) is all the
 	 * command's from its first word on: `osb exec ls -h` runs ls -h */
@@ -267,7 +266,7 @@ enum {
 struct globals {
 	struct osb_config cfg;
 	struct osb_header headers[32];
-	char *key;               /* from --api-key or --api-key-file */
+	char *key; /* from --api-key or --api-key-file */
 	const char *config_path;
 	bool no_proxy;
 	bool verbose;
@@ -284,7 +283,8 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 		{ "api-key-file", required_argument, NULL, OPT_API_KEY_FILE },
 		{ "cacert", required_argument, NULL, OPT_CACERT },
 		{ "insecure", no_argument, NULL, OPT_INSECURE },
-		{ "request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT },
+		{ "request-timeout", required_argument, NULL,
+		  OPT_REQUEST_TIMEOUT },
 		{ "timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT },
 		{ "retries", required_argument, NULL, OPT_RETRIES },
 		{ "server-proxy", no_argument, NULL, OPT_PROXY },
@@ -480,9 +480,9 @@ int main(int argc, char **argv)
 	cli.file = &file;
 	/* `config` edits the file: it may be the broken one to mend */
 	if (!c->group || strcmp(c->group, "config") != 0) {
-		int rc = cli.config_path ?
-				 osb_cfgfile_load(cli.config_path, &file, &err) :
-				 0;
+		int rc = cli.config_path ? osb_cfgfile_load(cli.config_path,
+							    &file, &err) :
+					   0;
 		if (rc) {
 			status = cli_fail(NULL, rc, &err);
 			goto out;

@@ -49,8 +49,8 @@ static char *join_command(int argc, char **argv)
 
 static int signal_exit(const struct osb_event *ev)
 {
-	const char *t = ev->traceback && ev->traceback[0] ? ev->traceback[0] :
-							      "";
+	const char *t =
+		ev->traceback && ev->traceback[0] ? ev->traceback[0] : "";
 	if (strstr(t, "killed"))
 		return 128 + 9;
 	if (strstr(t, "terminated"))
@@ -95,9 +95,9 @@ static int exec_event(void *arg, const struct osb_event *ev)
 struct run_args {
 	struct osb_command_opts o;
 	struct osb_kvlist envs;
-	const char *timeout;     /* as given: ms in the older spelling */
+	const char *timeout; /* as given: ms in the older spelling */
 	bool background;
-	char **cmd;              /* the command's words */
+	char **cmd; /* the command's words */
 	int ncmd;
 };
 
@@ -175,8 +175,8 @@ static int run_timeout(struct run_args *a, bool older)
  * [OPTIONS] COMMAND..., with the sandbox of -s. @nbefore: how many other
  * arguments come before the command (a session id), into @before.
  */
-static int parse_run(struct osb_cli *cli, int argc, char **argv,
-		     int nbefore, char **before, struct run_args *a)
+static int parse_run(struct osb_cli *cli, int argc, char **argv, int nbefore,
+		     char **before, struct run_args *a)
 {
 	int dd = 0, st;
 	for (int i = 1; i < argc && !dd; i++)
@@ -426,8 +426,8 @@ int cmd_logs(struct osb_cli *cli, int argc, char **argv)
 		} else
 			return 2;
 	}
-	const char *id = exec_id(cli, argc, argv, optind,
-				 "logs [-f] [--cursor N] ID");
+	const char *id =
+		exec_id(cli, argc, argv, optind, "logs [-f] [--cursor N] ID");
 	if (!id)
 		return 2;
 	struct osb_sandbox *sb = cli_sandbox(cli);
@@ -478,7 +478,9 @@ int cmd_interrupt(struct osb_cli *cli, int argc, char **argv)
 	return 0;
 }
 
-#define SESSION_USAGE "usage: osb command session create [SANDBOX_ID] [-w DIR] | run [SANDBOX_ID] SESSION_ID -- COMMAND | delete [SANDBOX_ID] SESSION_ID"
+#define SESSION_USAGE                                                          \
+	"usage: osb command session create [SANDBOX_ID] [-w DIR] | run "       \
+	"[SANDBOX_ID] SESSION_ID -- COMMAND | delete [SANDBOX_ID] SESSION_ID"
 
 static int session_create(struct osb_cli *cli, int argc, char **argv)
 {
@@ -643,7 +645,8 @@ int cmd_code(struct osb_cli *cli, int argc, char **argv)
 			return 2;
 	}
 	if (optind >= argc)
-		return cli_usage("usage: osb code [--language L] [--context ID] CODE|-");
+		return cli_usage(
+			"usage: osb code [--language L] [--context ID] CODE|-");
 	struct osb_sandbox *sb = cli_sandbox(cli);
 	if (!sb)
 		return 1;
@@ -651,10 +654,9 @@ int cmd_code(struct osb_cli *cli, int argc, char **argv)
 	if (strcmp(verb, "contexts") == 0) {
 		struct osb_code_context *ctx;
 		size_t n;
-		rc = osb_code_context_list(sb,
-					   optind + 1 < argc ? argv[optind + 1] :
-							       NULL,
-					   &ctx, &n, &err);
+		rc = osb_code_context_list(
+			sb, optind + 1 < argc ? argv[optind + 1] : NULL, &ctx,
+			&n, &err);
 		if (rc)
 			return cli_fail("code", rc, &err);
 		for (size_t i = 0; i < n; i++)
@@ -682,7 +684,8 @@ int cmd_code(struct osb_cli *cli, int argc, char **argv)
 		return rc ? cli_fail("code", rc, &err) : 0;
 	}
 	if (optind + 1 != argc)
-		return cli_usage("usage: osb code [--language L] [--context ID] CODE|-");
+		return cli_usage(
+			"usage: osb code [--language L] [--context ID] CODE|-");
 	char *code = strcmp(verb, "-") == 0 ? read_all_stdin() : strdup(verb);
 	if (!code)
 		return cli_fail("code", -ENOMEM, NULL);
@@ -740,12 +743,15 @@ int cmd_egress_patch(struct osb_cli *cli, int argc, char **argv)
 		char *eq = c == 'r' ? strchr(optarg, '=') : NULL;
 		if (eq)
 			*eq = '\0';
-		if (!eq || (strcmp(optarg, "allow") != 0 &&
-			    strcmp(optarg, "deny") != 0) || !eq[1]) {
+		if (!eq ||
+		    (strcmp(optarg, "allow") != 0 &&
+		     strcmp(optarg, "deny") != 0) ||
+		    !eq[1]) {
 			rec_free(rules);
-			return c == 'r' ? cli_usage("bad --rule: ACTION=TARGET, "
-						    "ACTION allow or deny") :
-					  2;
+			return c == 'r' ?
+				       cli_usage("bad --rule: ACTION=TARGET, "
+						 "ACTION allow or deny") :
+				       2;
 		}
 		struct cli_rec *rule = rec_add_object(rules, NULL);
 		rec_str(rule, "action", optarg);
@@ -796,8 +802,8 @@ int cmd_egress(struct osb_cli *cli, int argc, char **argv)
 	struct osb_sandbox *sb = cli_sandbox(cli);
 	if (!sb)
 		return 1;
-	if (argc == 3 && (strcmp(argv[1], "allow") == 0 ||
-			  strcmp(argv[1], "deny") == 0)) {
+	if (argc == 3 &&
+	    (strcmp(argv[1], "allow") == 0 || strcmp(argv[1], "deny") == 0)) {
 		rc = osb_egress_rule(sb, argv[1], argv[2], &err);
 		return rc ? cli_fail("egress", rc, &err) : 0;
 	}
@@ -806,5 +812,6 @@ int cmd_egress(struct osb_cli *cli, int argc, char **argv)
 				       (size_t)(argc - 2), &err);
 		return rc ? cli_fail("egress", rc, &err) : 0;
 	}
-	return cli_usage("usage: osb egress [get] | patch JSON | allow HOST | deny HOST | delete TARGET...");
+	return cli_usage("usage: osb egress [get] | patch JSON | allow HOST | "
+			 "deny HOST | delete TARGET...");
 }

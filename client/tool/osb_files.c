@@ -33,8 +33,10 @@ static const char *type_name(enum osb_ftype t)
 static void mode_string(const struct osb_stat *st, char out[11])
 {
 	static const char rwx[] = "rwxrwxrwx";
-	out[0] = st->type == OSB_DIR ? 'd' : st->type == OSB_SYMLINK ? 'l' :
-			     st->type == OSB_OTHER ? '?' : '-';
+	out[0] = st->type == OSB_DIR     ? 'd' :
+		 st->type == OSB_SYMLINK ? 'l' :
+		 st->type == OSB_OTHER   ? '?' :
+					   '-';
 	for (int i = 0; i < 9; i++)
 		out[i + 1] = st->mode & (0400 >> i) ? rwx[i] : '-';
 	out[10] = '\0';
@@ -120,9 +122,9 @@ static void rec_stat(struct cli_rec *r, const struct osb_stat *st)
 	rec_time(r, "modified_at", st->mtime.tv_sec);
 }
 
-static const char *const stat_cols[] = { "path", "type", "size", "mode",
-					 "owner", "group", "modified_at",
-					 NULL };
+static const char *const stat_cols[] = { "path",        "type",  "size",
+					 "mode",        "owner", "group",
+					 "modified_at", NULL };
 
 static void print_stat(const struct osb_stat *st)
 {
@@ -265,8 +267,8 @@ static int spool_stdin(off_t *ret_size)
 	char buf[1 << 16];
 	off_t total = 0;
 
-	int fd = open(dir && *dir ? dir : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC,
-		      0600);
+	int fd = open(dir && *dir ? dir : "/tmp",
+		      O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	for (;;) {
@@ -333,7 +335,7 @@ int cmd_put(struct osb_cli *cli, int argc, char **argv)
 	if (!sb)
 		return 1;
 	if (strcmp(src, "-") == 0) {
-		off_t size;
+		off_t size = 0;
 		if (fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode)) {
 			fd = dup(STDIN_FILENO);
 			u.fd_offset = lseek(STDIN_FILENO, 0, SEEK_CUR);
@@ -461,9 +463,10 @@ static int parse_file_opts(int argc, char **argv, const char *shorts,
 	int c;
 	while ((c = getopt_long(argc, argv, shorts, owner_opts, NULL)) != -1) {
 		if (c == '?' || !strchr(allowed, c))
-			return c == '?' ? 2 :
-					  cli_usage("%s does not take that option",
-						    argv[0]);
+			return c == '?' ?
+				       2 :
+				       cli_usage("%s does not take that option",
+						 argv[0]);
 		switch (c) {
 		case 'm':
 			if (cli_parse_mode(optarg, &f->mode))
@@ -554,11 +557,13 @@ int cmd_chmod(struct osb_cli *cli, int argc, char **argv)
 	int first = cli_take_id(cli, argc, argv, optind, f.mode_given ? 1 : 2);
 	if (!f.mode_given) {
 		if (first + 2 != argc || cli_parse_mode(argv[first], &f.mode))
-			return cli_usage("usage: osb chmod [--owner U] [--group G] MODE PATH");
+			return cli_usage("usage: osb chmod [--owner U] "
+					 "[--group G] MODE PATH");
 		first++;
 	}
 	if (first + 1 != argc)
-		return cli_usage("usage: osb chmod [--owner U] [--group G] MODE PATH");
+		return cli_usage(
+			"usage: osb chmod [--owner U] [--group G] MODE PATH");
 	struct osb_sandbox *sb = cli_sandbox(cli);
 	if (!sb)
 		return 1;
@@ -675,7 +680,8 @@ int cmd_write(struct osb_cli *cli, int argc, char **argv)
 		return rc;
 	int first = cli_take_id(cli, argc, argv, optind, 1);
 	if (first + 1 != argc)
-		return cli_usage("usage: osb file write SANDBOX_ID PATH [-c TEXT]");
+		return cli_usage(
+			"usage: osb file write SANDBOX_ID PATH [-c TEXT]");
 	size_t len = 0;
 	if (!f.content && isatty(STDIN_FILENO))
 		fprintf(stderr, "osb: reading the file from stdin (Ctrl-D "
@@ -687,9 +693,13 @@ int cmd_write(struct osb_cli *cli, int argc, char **argv)
 		len = strlen(text);
 	struct osb_sandbox *sb = cli_sandbox(cli);
 	struct osb_upload u = {
-		.path = argv[first], .data = text, .fd = -1,
-		.size = (int64_t)len, .mode = f.mode,
-		.owner = f.owner, .group = f.group,
+		.path = argv[first],
+		.data = text,
+		.fd = -1,
+		.size = (int64_t)len,
+		.mode = f.mode,
+		.owner = f.owner,
+		.group = f.group,
 	};
 	rc = sb ? osb_file_upload(sb, &u, 1, &err) : 0;
 	free(text);

@@ -12,8 +12,10 @@
 #define O_OUT "  -o, --output table|json|raw  how to print the result\n"
 
 const struct cli_group cli_groups[] = {
-	{ "sandbox", "create, list, inspect, pause, resume, renew and kill sandboxes" },
-	{ "command", "run commands in a sandbox, in the foreground or the background" },
+	{ "sandbox",
+	  "create, list, inspect, pause, resume, renew and kill sandboxes" },
+	{ "command",
+	  "run commands in a sandbox, in the foreground or the background" },
 	{ "file", "read, write, move and inspect files of a sandbox" },
 	{ "egress", "the network egress policy of a running sandbox" },
 	{ "config", "the settings file (~/.opensandbox/config.toml)" },
@@ -23,31 +25,38 @@ const size_t cli_ngroups = sizeof(cli_groups) / sizeof(cli_groups[0]);
 const struct cli_cmd cli_cmds[] = {
 	{ "sandbox", "create", cmd_create, "[OPTIONS]",
 	  "Creates a sandbox and waits until it runs and answers.\n\n"
-	  "  -i, --image IMAGE           its image (else [defaults] image, else\n"
+	  "  -i, --image IMAGE           its image (else [defaults] image, "
+	  "else\n"
 	  "                              opensandbox/code-interpreter:latest)\n"
-	  "  -t, --timeout DURATION      its TTL: 90s, 10m, 1h30m, or none (else\n"
+	  "  -t, --timeout DURATION      its TTL: 90s, 10m, 1h30m, or none "
+	  "(else\n"
 	  "                              [defaults] timeout, else 10m)\n"
 	  "  -e, --env KEY=VALUE         its environment (repeatable)\n"
 	  "  -m, --metadata KEY=VALUE    a label (repeatable)\n"
-	  "      --entrypoint ARG        one argument of its entrypoint (repeatable)\n"
+	  "      --entrypoint ARG        one argument of its entrypoint "
+	  "(repeatable)\n"
 	  "      --network-policy-file FILE  its egress policy (JSON)\n"
 	  "      --resource cpu=N|memory=N   resource limits (repeatable)\n"
 	  "      --skip-health-check     return once created, without waiting\n"
-	  "      --ready-timeout DURATION    how long to wait (default 2m)\n" O_OUT },
+	  "      --ready-timeout DURATION    how long to wait (default "
+	  "2m)\n" O_OUT },
 	{ "sandbox", "list", cmd_list, "[OPTIONS]",
 	  "Lists sandboxes, newest first.\n\n"
 	  "  -s, --state STATE           only in this state (repeatable)\n"
 	  "  -m, --metadata KEY=VALUE    only with this label (repeatable)\n"
 	  "      --page N, --page-size N\n" O_OUT },
 	{ "sandbox", "get", cmd_info, "SANDBOX_ID",
-	  "Shows a sandbox: state, image, entrypoint, times, labels.\n\n" O_OUT },
+	  "Shows a sandbox: state, image, entrypoint, times, "
+	  "labels.\n\n" O_OUT },
 	{ "sandbox", "kill", cmd_kill, "SANDBOX_ID...",
 	  "Deletes sandboxes.\n\n" O_OUT },
-	{ "sandbox", "pause", cmd_pause, "SANDBOX_ID", "Pauses a running sandbox.\n\n" O_OUT },
+	{ "sandbox", "pause", cmd_pause, "SANDBOX_ID",
+	  "Pauses a running sandbox.\n\n" O_OUT },
 	{ "sandbox", "resume", cmd_resume, "SANDBOX_ID [OPTIONS]",
 	  "Resumes a paused sandbox and waits until it runs.\n\n"
 	  "      --skip-health-check     do not wait\n"
-	  "      --resume-timeout DURATION   how long to wait (default 2m)\n" O_OUT },
+	  "      --resume-timeout DURATION   how long to wait (default "
+	  "2m)\n" O_OUT },
 	{ "sandbox", "renew", cmd_renew, "SANDBOX_ID --timeout DURATION",
 	  "Makes a sandbox expire DURATION from now.\n\n"
 	  "  -t, --timeout DURATION      90s, 10m, 2h...\n" O_OUT },
@@ -56,8 +65,10 @@ const struct cli_cmd cli_cmds[] = {
 	  "  -p, --port PORT\n" O_OUT },
 
 	{ "command", "run", cmd_exec, "SANDBOX_ID [OPTIONS] -- COMMAND...",
-	  "Runs a command with bash, streaming its output; exits with its code\n"
-	  "(255 when osb itself fails). One word is a shell command line as it\n"
+	  "Runs a command with bash, streaming its output; exits with its "
+	  "code\n"
+	  "(255 when osb itself fails). One word is a shell command line as "
+	  "it\n"
 	  "is; several are quoted word by word.\n\n"
 	  "  -d, --background            start it and print its id\n"
 	  "  -w, --workdir DIR           its working directory\n"
@@ -69,13 +80,17 @@ const struct cli_cmd cli_cmds[] = {
 	{ "command", "logs", cmd_logs, "SANDBOX_ID EXECUTION_ID [OPTIONS]",
 	  "The output of a background command.\n\n"
 	  "      --cursor N              from byte N on\n"
-	  "  -f, --follow                until it ends; exits with its code\n" O_OUT },
+	  "  -f, --follow                until it ends; exits with its "
+	  "code\n" O_OUT },
 	{ "command", "interrupt", cmd_interrupt, "SANDBOX_ID EXECUTION_ID",
 	  "Stops a running command (SIGTERM, then SIGKILL).\n\n" O_OUT },
 	{ "command", "session", cmd_session,
-	  "create SANDBOX_ID [-w DIR] | run SANDBOX_ID SESSION_ID -- COMMAND... | delete SANDBOX_ID SESSION_ID",
-	  "Bash sessions that keep their state (cwd, variables) between runs.\n\n"
-	  "  -w, --workdir DIR           the session's (or this run's) directory\n" O_OUT },
+	  "create SANDBOX_ID [-w DIR] | run SANDBOX_ID SESSION_ID -- "
+	  "COMMAND... | delete SANDBOX_ID SESSION_ID",
+	  "Bash sessions that keep their state (cwd, variables) between "
+	  "runs.\n\n"
+	  "  -w, --workdir DIR           the session's (or this run's) "
+	  "directory\n" O_OUT },
 
 	{ "file", "cat", cmd_cat, "SANDBOX_ID PATH",
 	  "Writes a file of the sandbox to stdout.\n" },
@@ -112,15 +127,19 @@ const struct cli_cmd cli_cmds[] = {
 	  "Sets the mode (and owner) of a path.\n\n"
 	  "      --mode MODE             755...\n"
 	  "      --owner USER, --group GROUP (else kept)\n" O_OUT },
-	{ "file", "replace", cmd_replace, "SANDBOX_ID PATH --old TEXT --new TEXT",
+	{ "file", "replace", cmd_replace,
+	  "SANDBOX_ID PATH --old TEXT --new TEXT",
 	  "Replaces every TEXT in a file.\n\n" O_OUT },
 
 	{ "egress", "get", cmd_egress_get, "SANDBOX_ID",
-	  "The sandbox's egress policy: its rules and default action.\n\n" O_OUT },
-	{ "egress", "patch", cmd_egress_patch, "SANDBOX_ID --rule ACTION=TARGET...",
+	  "The sandbox's egress policy: its rules and default "
+	  "action.\n\n" O_OUT },
+	{ "egress", "patch", cmd_egress_patch,
+	  "SANDBOX_ID --rule ACTION=TARGET...",
 	  "Merges rules into the policy (these first, then the old ones for\n"
 	  "other targets).\n\n"
-	  "      --rule allow=HOST|deny=HOST  a rule (repeatable); HOST may be\n"
+	  "      --rule allow=HOST|deny=HOST  a rule (repeatable); HOST may "
+	  "be\n"
 	  "                              *.domain, an IP or a CIDR\n" O_OUT },
 
 	{ "config", "init", cmd_config_init, "[--force]",
@@ -131,12 +150,15 @@ const struct cli_cmd cli_cmds[] = {
 	  "the key masked.\n\n" O_OUT },
 	{ "config", "set", cmd_config_set, "SECTION.KEY VALUE",
 	  "Sets a key of the settings file (made if missing, mode 0600),\n"
-	  "keeping its comments. Keys: connection.api_key, .domain, .protocol,\n"
-	  ".request_timeout, .use_server_proxy; defaults.image, .timeout.\n\n" O_OUT },
+	  "keeping its comments. Keys: connection.api_key, .domain, "
+	  ".protocol,\n"
+	  ".request_timeout, .use_server_proxy; defaults.image, "
+	  ".timeout.\n\n" O_OUT },
 
 	{ NULL, "exec", cmd_exec, "SANDBOX_ID [OPTIONS] -- COMMAND...",
 	  "The same as `osb command run`. Without SANDBOX_ID, the sandbox of\n"
-	  "-s or OPEN_SANDBOX_ID (and --timeout in milliseconds, as before).\n\n"
+	  "-s or OPEN_SANDBOX_ID (and --timeout in milliseconds, as "
+	  "before).\n\n"
 	  "  -d, --background            start it and print its id\n"
 	  "  -w, --workdir DIR           its working directory (also --cwd)\n"
 	  "  -t, --timeout DURATION      kill it after this long\n"
@@ -145,15 +167,23 @@ const struct cli_cmd cli_cmds[] = {
 	{ NULL, "ls", cmd_ls, "[-l] [-d DEPTH|-R] PATH",
 	  "Lists a directory of the sandbox (-s ID or OPEN_SANDBOX_ID).\n" },
 	{ NULL, "code", cmd_code,
-	  "[--language L] [--context ID] CODE|- | contexts [L] | new L | delete ID | interrupt ID",
+	  "[--language L] [--context ID] CODE|- | contexts [L] | new L | "
+	  "delete ID | interrupt ID",
 	  "Runs code in a code interpreter context of the sandbox, or manages\n"
 	  "the contexts.\n" },
-	{ NULL, "spawn", cmd_spawn, "[--cwd DIR] [--timeout MS] [--env K=V]... -- COMMAND...",
+	{ NULL, "spawn", cmd_spawn,
+	  "[--cwd DIR] [--timeout MS] [--env K=V]... -- COMMAND...",
 	  "Starts a command in the background and prints its id.\n" },
 
 	/* the older spellings, with -s ID or OPEN_SANDBOX_ID */
-	{ NULL, "create", cmd_create, "[--image IMG] [--entrypoint ARG]... [--timeout SECS|none] [--env K=V]... [--metadata K=V]... [--network-policy FILE] [--cpu N] [--memory N] [--no-wait]", NULL },
-	{ NULL, "list", cmd_list, "[--state STATE]... [--metadata K=V]... [--page N] [--page-size N]", NULL },
+	{ NULL, "create", cmd_create,
+	  "[--image IMG] [--entrypoint ARG]... [--timeout SECS|none] [--env "
+	  "K=V]... [--metadata K=V]... [--network-policy FILE] [--cpu N] "
+	  "[--memory N] [--no-wait]",
+	  NULL },
+	{ NULL, "list", cmd_list,
+	  "[--state STATE]... [--metadata K=V]... [--page N] [--page-size N]",
+	  NULL },
 	{ NULL, "info", cmd_info, "[ID]", NULL },
 	{ NULL, "pause", cmd_pause, "[ID]", NULL },
 	{ NULL, "resume", cmd_resume, "[ID]", NULL },
@@ -162,22 +192,32 @@ const struct cli_cmd cli_cmds[] = {
 	{ NULL, "endpoint", cmd_endpoint, "PORT", NULL },
 	{ NULL, "ls", cmd_ls, "[-l] [-a] [-d DEPTH] PATH", NULL },
 	{ NULL, "stat", cmd_stat, "PATH", NULL },
-	{ NULL, "get", cmd_get, "[--offset N] [--length N] SANDBOX_PATH LOCAL_PATH|-", NULL },
-	{ NULL, "put", cmd_put, "[-m MODE] [--owner U] [--group G] LOCAL_PATH|- SANDBOX_PATH", NULL },
+	{ NULL, "get", cmd_get,
+	  "[--offset N] [--length N] SANDBOX_PATH LOCAL_PATH|-", NULL },
+	{ NULL, "put", cmd_put,
+	  "[-m MODE] [--owner U] [--group G] LOCAL_PATH|- SANDBOX_PATH", NULL },
 	{ NULL, "rm", cmd_rm, "[-r] PATH...", NULL },
 	{ NULL, "mkdir", cmd_mkdir, "[-m MODE] PATH...", NULL },
 	{ NULL, "mv", cmd_mv, "SRC DEST", NULL },
 	{ NULL, "chmod", cmd_chmod, "[--owner U] [--group G] MODE PATH", NULL },
 	{ NULL, "search", cmd_search, "DIR [PATTERN]", NULL },
 	{ NULL, "replace", cmd_replace, "PATH OLD NEW", NULL },
-	{ NULL, "exec", cmd_exec, "[--cwd DIR] [--timeout MS] [--env K=V]... -- COMMAND...", NULL },
-	{ NULL, "spawn", cmd_spawn, "[--cwd DIR] [--timeout MS] [--env K=V]... -- COMMAND...", NULL },
+	{ NULL, "exec", cmd_exec,
+	  "[--cwd DIR] [--timeout MS] [--env K=V]... -- COMMAND...", NULL },
+	{ NULL, "spawn", cmd_spawn,
+	  "[--cwd DIR] [--timeout MS] [--env K=V]... -- COMMAND...", NULL },
 	{ NULL, "status", cmd_status, "ID", NULL },
 	{ NULL, "logs", cmd_logs, "[-f] [--cursor N] ID", NULL },
 	{ NULL, "interrupt", cmd_interrupt, "ID", NULL },
-	{ NULL, "session", cmd_session, "create [--cwd DIR] | run ID COMMAND | delete ID", NULL },
-	{ NULL, "code", cmd_code, "[--language L] [--context ID] CODE|- | code contexts [L] | code new L | code delete ID | code interrupt ID", NULL },
-	{ NULL, "egress", cmd_egress, "[get] | patch JSON | allow HOST | deny HOST | delete TARGET...", NULL },
+	{ NULL, "session", cmd_session,
+	  "create [--cwd DIR] | run ID COMMAND | delete ID", NULL },
+	{ NULL, "code", cmd_code,
+	  "[--language L] [--context ID] CODE|- | code contexts [L] | code new "
+	  "L | code delete ID | code interrupt ID",
+	  NULL },
+	{ NULL, "egress", cmd_egress,
+	  "[get] | patch JSON | allow HOST | deny HOST | delete TARGET...",
+	  NULL },
 };
 const size_t cli_ncmds = sizeof(cli_cmds) / sizeof(cli_cmds[0]);
 
@@ -185,24 +225,31 @@ static const char global_help[] =
 	"Global options (before the command):\n"
 	"  --domain HOST[:PORT]      the server (OPEN_SANDBOX_DOMAIN; default\n"
 	"                            localhost:8080)\n"
-	"  --api-key KEY             the API key; visible to other users while\n"
-	"                            osb starts: OPEN_SANDBOX_API_KEY, the settings\n"
+	"  --api-key KEY             the API key; visible to other users "
+	"while\n"
+	"                            osb starts: OPEN_SANDBOX_API_KEY, the "
+	"settings\n"
 	"                            file or --api-key-file FILE are better\n"
 	"  --api-key-file FILE       the API key, first line of FILE\n"
 	"  --protocol http|https     (OPEN_SANDBOX_PROTOCOL; default http)\n"
 	"  --request-timeout SECS    per request (also --timeout;\n"
-	"                            OPEN_SANDBOX_REQUEST_TIMEOUT; default 30)\n"
+	"                            OPEN_SANDBOX_REQUEST_TIMEOUT; default "
+	"30)\n"
 	"  --use-server-proxy        reach execd through the server (also\n"
 	"                            --server-proxy; --no-use-server-proxy)\n"
 	"  --config FILE             settings file (default\n"
 	"                            ~/.opensandbox/config.toml)\n"
-	"  -o, --output table|json|raw   how results are printed (default: table\n"
+	"  -o, --output table|json|raw   how results are printed (default: "
+	"table\n"
 	"                            on a terminal, else raw lines)\n"
 	"  -v, --verbose             a line on stderr per API call\n"
-	"  --cacert FILE, --insecure     TLS: a CA bundle; or accept any certificate\n"
-	"  --retries N               retries of transient failures (default 5)\n"
+	"  --cacert FILE, --insecure     TLS: a CA bundle; or accept any "
+	"certificate\n"
+	"  --retries N               retries of transient failures (default "
+	"5)\n"
 	"  -H, --header 'Name: V'    an extra header on every request\n"
-	"  -s, --sandbox ID          the sandbox when a command is not given one\n"
+	"  -s, --sandbox ID          the sandbox when a command is not given "
+	"one\n"
 	"                            (OPEN_SANDBOX_ID)\n"
 	"  --version, -h/--help\n"
 	"\n"
@@ -220,13 +267,16 @@ static void print_cmd_line(FILE *out, const struct cli_cmd *c)
 
 void cli_help_main(FILE *out)
 {
-	fprintf(out, "usage: osb [GLOBAL OPTIONS] GROUP COMMAND [ARGS] [OPTIONS]\n"
-		     "\n"
-		     "osb manages OpenSandbox sandboxes, with the official CLI's\n"
-		     "commands. `osb GROUP --help` and `osb GROUP COMMAND --help` say\n"
-		     "more.\n\n");
+	fprintf(out,
+		"usage: osb [GLOBAL OPTIONS] GROUP COMMAND [ARGS] [OPTIONS]\n"
+		"\n"
+		"osb manages OpenSandbox sandboxes, with the official CLI's\n"
+		"commands. `osb GROUP --help` and `osb GROUP COMMAND --help` "
+		"say\n"
+		"more.\n\n");
 	for (size_t g = 0; g < cli_ngroups; g++) {
-		fprintf(out, "%s: %s\n", cli_groups[g].name, cli_groups[g].help);
+		fprintf(out, "%s: %s\n", cli_groups[g].name,
+			cli_groups[g].help);
 		for (size_t i = 0; i < cli_ncmds; i++)
 			if (cli_cmds[i].group &&
 			    strcmp(cli_cmds[i].group, cli_groups[g].name) == 0)
@@ -237,7 +287,9 @@ void cli_help_main(FILE *out)
 	for (size_t i = 0; i < cli_ncmds; i++)
 		if (!cli_cmds[i].group && cli_cmds[i].help)
 			print_cmd_line(out, &cli_cmds[i]);
-	fprintf(out, "\n%s\nOlder spellings (the sandbox from -s ID or OPEN_SANDBOX_ID):\n",
+	fprintf(out,
+		"\n%s\nOlder spellings (the sandbox from -s ID or "
+		"OPEN_SANDBOX_ID):\n",
 		global_help);
 	for (size_t i = 0; i < cli_ncmds; i++)
 		if (!cli_cmds[i].help)
@@ -248,8 +300,9 @@ void cli_help_group(FILE *out, const char *group)
 {
 	for (size_t g = 0; g < cli_ngroups; g++)
 		if (strcmp(cli_groups[g].name, group) == 0)
-			fprintf(out, "usage: osb %s COMMAND [ARGS] [OPTIONS]\n\n"
-				     "%s.\n\nCommands:\n",
+			fprintf(out,
+				"usage: osb %s COMMAND [ARGS] [OPTIONS]\n\n"
+				"%s.\n\nCommands:\n",
 				group, cli_groups[g].help);
 	for (size_t i = 0; i < cli_ncmds; i++)
 		if (cli_cmds[i].group && strcmp(cli_cmds[i].group, group) == 0)

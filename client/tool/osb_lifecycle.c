@@ -87,8 +87,9 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 	};
 	/* [defaults] of the settings file, else ours */
 	struct osb_create_params p = {
-		.image = cli->file->image ? cli->file->image :
-					    "opensandbox/code-interpreter:latest",
+		.image = cli->file->image ?
+				 cli->file->image :
+				 "opensandbox/code-interpreter:latest",
 		.timeout_s = 600,
 	};
 	long ready_s = 120;
@@ -245,8 +246,9 @@ out:
 
 static int print_list(struct osb_cli *cli, struct osb_sandbox_list *l)
 {
-	static const char *const cols[] = { "id", "status.state", "image",
-					    "created_at", "expires_at", NULL };
+	static const char *const cols[] = { "id",         "status.state",
+					    "image",      "created_at",
+					    "expires_at", NULL };
 	struct cli_rec *r = rec_object(), *items = NULL;
 	if (cli->format == CLI_TABLE)
 		items = rec_array();
@@ -262,7 +264,8 @@ static int print_list(struct osb_cli *cli, struct osb_sandbox_list *l)
 	rec_bool(pg, "has_next_page", l->has_next);
 	if (cli->format == CLI_TABLE) {
 		if (l->has_next)
-			fprintf(stderr, "osb: page %d of %d; --page %d for more\n",
+			fprintf(stderr,
+				"osb: page %d of %d; --page %d for more\n",
 				l->page, l->total_pages, l->page + 1);
 		rec_free(r);
 		r = items;
@@ -294,10 +297,12 @@ int cmd_list(struct osb_cli *cli, int argc, char **argv)
 		case 's':
 			if (ns + 1 >= 16)
 				return cli_usage("too many --state");
-			/* "running" is "Running", as the official CLI takes it */
+			/* "running" is "Running", as the official CLI takes it
+			 */
 			for (char *q = optarg; *q; q++)
-				*q = (char)(q == optarg ? toupper((unsigned char)*q) :
-							  tolower((unsigned char)*q));
+				*q = (char)(q == optarg ?
+						    toupper((unsigned char)*q) :
+						    tolower((unsigned char)*q));
 			states[ns++] = optarg;
 			break;
 		case 'm':
@@ -480,10 +485,12 @@ int cmd_renew(struct osb_cli *cli, int argc, char **argv)
 	if (!ttl && first + 1 == argc)
 		ttl = argv[first++];
 	if (!ttl || first != argc)
-		return cli_usage("usage: osb sandbox renew SANDBOX_ID --timeout DURATION");
+		return cli_usage("usage: osb sandbox renew SANDBOX_ID "
+				 "--timeout DURATION");
 	const char *id = cli->sandbox_id;
 	if (!id)
-		return cli_usage("no sandbox: give an id, -s ID or OPEN_SANDBOX_ID");
+		return cli_usage(
+			"no sandbox: give an id, -s ID or OPEN_SANDBOX_ID");
 	if (osb_duration_parse(ttl, &secs) || secs <= 0)
 		return cli_usage("bad timeout %s", ttl);
 	int rc = osb_sandbox_renew(cli->client, id, time(NULL) + secs, &got,
@@ -523,7 +530,8 @@ int cmd_endpoint(struct osb_cli *cli, int argc, char **argv)
 		port_arg = argv[first++];
 	if (!port_arg || first != argc || cli_parse_long(port_arg, &port) ||
 	    port <= 0 || port > 65535)
-		return cli_usage("usage: osb sandbox endpoint SANDBOX_ID --port PORT");
+		return cli_usage(
+			"usage: osb sandbox endpoint SANDBOX_ID --port PORT");
 	if (!cli->sandbox_id)
 		return cli_usage("no sandbox: give -s ID or OPEN_SANDBOX_ID");
 	int rc = osb_endpoint_get(cli->client, cli->sandbox_id, (int)port, &ep,

@@ -124,18 +124,25 @@ static char *cell(const cJSON *v)
 	if (cJSON_IsArray(v)) {
 		size_t len = 1;
 		const cJSON *e;
-		cJSON_ArrayForEach(e, v) {
+		cJSON_ArrayForEach(e, v)
+		{
 			char *s = cell(e);
 			len += s ? strlen(s) + 1 : 0;
 			free(s);
 		}
 		char *out = calloc(1, len);
-		cJSON_ArrayForEach(e, v) {
+		size_t at = 0;
+		cJSON_ArrayForEach(e, v)
+		{
 			char *s = cell(e);
-			if (out && s) {
-				if (*out)
-					strcat(out, " ");
-				strcat(out, s);
+			size_t n = s ? strlen(s) : 0;
+			/* the cells may have changed since they were measured
+			 */
+			if (out && s && at + !!at + n < len) {
+				if (at)
+					out[at++] = ' ';
+				memcpy(out + at, s, n + 1);
+				at += n;
 			}
 			free(s);
 		}
@@ -154,7 +161,8 @@ struct kvrows {
 static void kv_add(struct kvrows *t, const char *prefix, const cJSON *o)
 {
 	const cJSON *e;
-	cJSON_ArrayForEach(e, o) {
+	cJSON_ArrayForEach(e, o)
+	{
 		char key[256];
 		snprintf(key, sizeof(key), "%s%s%s", prefix, *prefix ? "." : "",
 			 e->string ? e->string : "");
@@ -167,7 +175,8 @@ static void kv_add(struct kvrows *t, const char *prefix, const cJSON *o)
 			char **k = realloc(t->keys, cap * sizeof(*k));
 			if (k)
 				t->keys = k;
-			char **v = k ? realloc(t->vals, cap * sizeof(*v)) : NULL;
+			char **v =
+				k ? realloc(t->vals, cap * sizeof(*v)) : NULL;
 			if (v)
 				t->vals = v;
 			if (!k || !v) {
@@ -216,8 +225,9 @@ static int print_rows(const cJSON *a, const char *const *cols)
 	size_t nc = 0, nr = (size_t)cJSON_GetArraySize(a);
 	while (cols[nc])
 		nc++;
-	size_t *w = calloc(nc, sizeof(*w));
-	char **cells = calloc((nr + 1) * nc, sizeof(*cells));
+	/* +1: a table without columns is still an allocation */
+	size_t *w = calloc(nc + 1, sizeof(*w));
+	char **cells = calloc((nr + 1) * nc + 1, sizeof(*cells));
 	if (!w || !cells) {
 		free(w);
 		free(cells);
@@ -232,9 +242,11 @@ static int print_rows(const cJSON *a, const char *const *cols)
 	}
 	size_t r = 1;
 	const cJSON *row;
-	cJSON_ArrayForEach(row, a) {
+	cJSON_ArrayForEach(row, a)
+	{
 		for (size_t c = 0; c < nc; c++) {
-			/* a column may name a member of a member: status.state */
+			/* a column may name a member of a member: status.state
+			 */
 			const cJSON *v = row;
 			char name[128];
 			snprintf(name, sizeof(name), "%s", cols[c]);

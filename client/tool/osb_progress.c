@@ -18,7 +18,7 @@ struct cli_progress {
 	struct osb_client *client;
 	bool up;
 	int64_t total;
-	uint64_t base;          /* the counter when it started */
+	uint64_t base; /* the counter when it started */
 	struct timespec t0;
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -90,8 +90,7 @@ static void *run(void *arg)
 	return NULL;
 }
 
-struct cli_progress *progress_start(struct osb_cli *cli, bool up,
-				    int64_t total)
+struct cli_progress *progress_start(struct osb_cli *cli, bool up, int64_t total)
 {
 	struct osb_client_stats st;
 

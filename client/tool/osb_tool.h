@@ -34,10 +34,10 @@ struct osb_cli {
 	const char *sandbox_id;    /* the command's, or -s / OPEN_SANDBOX_ID */
 	struct osb_sandbox *sb;    /* opened on first use */
 	enum cli_format format;
-	const char *config_path;   /* --config, else the default */
-	const struct osb_config *cfg;     /* the connection, as resolved */
-	const struct osb_cfgfile *file;   /* the settings file, as read */
-	bool progress;             /* transfers show progress (a terminal) */
+	const char *config_path;        /* --config, else the default */
+	const struct osb_config *cfg;   /* the connection, as resolved */
+	const struct osb_cfgfile *file; /* the settings file, as read */
+	bool progress;               /* transfers show progress (a terminal) */
 	const char *const *cmd_path; /* e.g. {"file", "write"}, for help */
 };
 
@@ -81,7 +81,7 @@ typedef int (*cli_cmd_fn)(struct osb_cli *cli, int argc, char **argv);
 
 /* One command of the table (osb_help.c). */
 struct cli_cmd {
-	const char *group;  /* "sandbox", "file"...; NULL at the top */
+	const char *group; /* "sandbox", "file"...; NULL at the top */
 	const char *name;
 	cli_cmd_fn fn;
 	const char *synopsis; /* the arguments, after "osb GROUP NAME" */

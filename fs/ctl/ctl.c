@@ -1,9 +1,9 @@
 /*
- * ctl.c - the control tree MOUNTPOINT/.osb/ (ctl.h): its life (init, start, stop), its inodes and their
- * attributes, lookup, getattr, setattr and readlink of jobs/latest.
- * Directories (readdir, mkdir/rmdir of jobs) are in ctl_dir.c, open
- * files in ctl_file.c, the top files' contents and verbs in
- * ctl_root.c, jobs in jobs*.c.
+ * ctl.c - the control tree MOUNTPOINT/.osb/ (ctl.h): its life (init, start,
+ * stop), its inodes and their attributes, lookup, getattr, setattr and readlink
+ * of jobs/latest. Directories (readdir, mkdir/rmdir of jobs) are in ctl_dir.c,
+ * open files in ctl_file.c, the top files' contents and verbs in ctl_root.c,
+ * jobs in jobs*.c.
  *
  * Errors: EPERM for a change of names the tree does not allow (mkdir
  * outside jobs/, rmdir of a fixed entry); EACCES for writing a
@@ -176,15 +176,15 @@ bool ctl_latest_id(struct ctl *c, char *buf, size_t size)
  * default_permissions): nothing here is writable but by the owner, so no
  * other user runs a command, signals a job or changes the sandbox. */
 static const mode_t modes[] = {
-	[K_ROOT] = S_IFDIR | 0755,   [K_README] = S_IFREG | 0444,
-	[K_INFO] = S_IFREG | 0444,   [K_CTL] = S_IFREG | 0200,
-	[K_EGRESS] = S_IFREG | 0644, [K_LOG] = S_IFREG | 0444,
-	[K_RUN] = S_IFREG | 0644,    [K_JOBS] = S_IFDIR | 0755,
-	[K_LATEST] = S_IFLNK | 0777, [K_JOB] = S_IFDIR | 0755,
-	[K_JCMD] = S_IFREG | 0444,   [K_JSTATUS] = S_IFREG | 0444,
-	[K_JEXIT] = S_IFREG | 0444,  [K_JSTDOUT] = S_IFREG | 0444,
+	[K_ROOT] = S_IFDIR | 0755,    [K_README] = S_IFREG | 0444,
+	[K_INFO] = S_IFREG | 0444,    [K_CTL] = S_IFREG | 0200,
+	[K_EGRESS] = S_IFREG | 0644,  [K_LOG] = S_IFREG | 0444,
+	[K_RUN] = S_IFREG | 0644,     [K_JOBS] = S_IFDIR | 0755,
+	[K_LATEST] = S_IFLNK | 0777,  [K_JOB] = S_IFDIR | 0755,
+	[K_JCMD] = S_IFREG | 0444,    [K_JSTATUS] = S_IFREG | 0444,
+	[K_JEXIT] = S_IFREG | 0444,   [K_JSTDOUT] = S_IFREG | 0444,
 	[K_JSTDERR] = S_IFREG | 0444, [K_JWAIT] = S_IFREG | 0444,
-	[K_JCTL] = S_IFREG | 0200,   [K_JINFO] = S_IFREG | 0444,
+	[K_JCTL] = S_IFREG | 0200,    [K_JINFO] = S_IFREG | 0444,
 	[K_SCRATCH] = S_IFREG | 0600,
 };
 
@@ -211,8 +211,7 @@ static off_t len_of(struct ctl *c, struct job *j,
 }
 
 /* Sizes and times of a job's files. */
-static void job_stat(struct ctl *c, const struct ctl_node *n,
-		     struct stat *st)
+static void job_stat(struct ctl *c, const struct ctl_node *n, struct stat *st)
 {
 	struct job_view v;
 	job_view(c->jobs, n->job, &v);
@@ -361,7 +360,8 @@ int ctl_resolve(struct ctl *c, fuse_ino_t parent, const char *name,
 	if (!rc) {
 		switch (p.kind) {
 		case K_ROOT:
-			rc = find_named(ctl_root_files, ctl_nroot, name, &n.kind);
+			rc = find_named(ctl_root_files, ctl_nroot, name,
+					&n.kind);
 			break;
 		case K_JOB:
 			rc = find_named(ctl_job_files, ctl_njob, name, &n.kind);
@@ -374,7 +374,8 @@ int ctl_resolve(struct ctl *c, fuse_ino_t parent, const char *name,
 			if (strcmp(name, "latest") == 0) {
 				jobs_ensure_loaded(c->jobs);
 				n.kind = K_LATEST;
-				rc = ctl_latest_id(c, id, sizeof(id)) ? 0 : -ENOENT;
+				rc = ctl_latest_id(c, id, sizeof(id)) ? 0 :
+									-ENOENT;
 			} else {
 				n.kind = K_JOB;
 				n.job = job_named(c, name);
@@ -457,8 +458,7 @@ void ctl_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	fuse_reply_err(req, rc);
 }
 
-void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		 int to_set)
+void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set)
 {
 	struct ctl *c = ctl_of(req);
 	struct ctl_node n;

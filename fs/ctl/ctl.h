@@ -1,7 +1,7 @@
 /*
  * ctl.h - the control tree MOUNTPOINT/.osb/ (README.md, "Running
- * commands: the control tree"): virtual files that drive the sandbox, its jobs and its code
- * contexts. Its inodes live in their own range; ops.c hands every
+ * commands: the control tree"): virtual files that drive the sandbox, its jobs
+ * and its code contexts. Its inodes live in their own range; ops.c hands every
  * request on one of them to the functions below.
  */
 #ifndef OSBFS_CTL_H
@@ -30,13 +30,11 @@ void ctl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
 void ctl_forget(fuse_ino_t ino, uint64_t nlookup);
 void ctl_getattr(fuse_req_t req, fuse_ino_t ino);
 void ctl_access(fuse_req_t req, fuse_ino_t ino, int mask);
-void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		 int to_set);
+void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set);
 void ctl_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void ctl_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		 struct fuse_file_info *fi, bool plus);
-void ctl_releasedir(fuse_req_t req, fuse_ino_t ino,
-		    struct fuse_file_info *fi);
+void ctl_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void ctl_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	       mode_t mode);
 void ctl_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);

@@ -94,7 +94,8 @@ void ctl_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	for (size_t i = 0; !rc && n.kind == K_ROOT && i < ctl_nroot; i++)
 		rc = snap_add(d, &cap, ctl_root_files[i].name,
 			      ctl_ino(ctl_root_files[i].kind, NULL),
-			      ctl_root_files[i].kind == K_JOBS ? S_IFDIR : S_IFREG);
+			      ctl_root_files[i].kind == K_JOBS ? S_IFDIR :
+								 S_IFREG);
 	for (size_t i = 0; !rc && n.kind == K_JOB && i < ctl_njob; i++) {
 		if (ctl_job_files[i].unlisted)
 			continue;
@@ -162,8 +163,7 @@ void ctl_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
-void ctl_releasedir(fuse_req_t req, fuse_ino_t ino,
-		    struct fuse_file_info *fi)
+void ctl_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct dirsnap *d = (struct dirsnap *)(uintptr_t)fi->fh;
 	(void)ino;
@@ -173,8 +173,7 @@ void ctl_releasedir(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
-void ctl_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-	       mode_t mode)
+void ctl_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	struct ctl *c = ctl_of(req);
 	struct ctl_node p;

@@ -44,8 +44,7 @@ static void fh_free(struct ctl *c, struct ctl_fh *fh)
 }
 
 /* Whether @n may be opened so: 0 or the errno. */
-static int open_check(struct ctl *c, const struct ctl_node *n, bool rd,
-		      bool wr)
+static int open_check(struct ctl *c, const struct ctl_node *n, bool rd, bool wr)
 {
 	mode_t m = ctl_node_mode(c, n);
 	if (S_ISDIR(m))

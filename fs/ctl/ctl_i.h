@@ -56,14 +56,14 @@ enum ctl_kind {
 struct ctl {
 	struct osbfs *fs;
 	struct jobs *jobs;
-	char mountpoint[PATH_MAX];   /* absolute */
-	struct text readme;          /* made once, read-only after */
-	char image[256];             /* from the lifecycle server at init */
+	char mountpoint[PATH_MAX]; /* absolute */
+	struct text readme;        /* made once, read-only after */
+	char image[256];           /* from the lifecycle server at init */
 	time_t created_at;
 	struct timespec mounted_at;
-	atomic_llong egress_size;    /* the last egress text's length */
-	atomic_bool no_sidecar;      /* the sandbox was found to have no
-					egress sidecar (it never gets one) */
+	atomic_llong egress_size; /* the last egress text's length */
+	atomic_bool no_sidecar;   /* the sandbox was found to have no
+				     egress sidecar (it never gets one) */
 	struct scratch_table *scratch;
 };
 
@@ -72,7 +72,7 @@ struct ctl {
 struct ctl_node {
 	enum ctl_kind kind;
 	struct job *job;
-	uint64_t serial;             /* of a scratch file */
+	uint64_t serial; /* of a scratch file */
 };
 /* -ENOENT for an inode that names nothing (any more). */
 int ctl_node_get(struct ctl *c, fuse_ino_t ino, struct ctl_node *ret);
@@ -85,26 +85,26 @@ void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st);
 
 /* An open control file. */
 struct ctl_fh {
-	pthread_mutex_t lock;        /* the fields below: one fd may be used
-					by several threads at once */
+	pthread_mutex_t lock; /* the fields below: one fd may be used
+				 by several threads at once */
 	struct ctl_node node;
 	bool writer;
-	struct text out;             /* what reads return (a snapshot) */
+	struct text out; /* what reads return (a snapshot) */
 	bool have_out;
-	size_t out_pos;              /* run: where the next read goes on */
-	struct text in;              /* what was written, not yet used */
-	bool started;                /* run, cmd: the job was started */
-	int start_rc;                /* run: how starting went */
-	char job_id[JOB_ID_MAX];     /* run: the job started */
+	size_t out_pos;          /* run: where the next read goes on */
+	struct text in;          /* what was written, not yet used */
+	bool started;            /* run, cmd: the job was started */
+	int start_rc;            /* run: how starting went */
+	char job_id[JOB_ID_MAX]; /* run: the job started */
 };
 
 /* The names in the root and in a job's directory (ctl.c). */
 struct ctl_named {
 	const char *name;
 	enum ctl_kind kind;
-	bool unlisted;               /* found by lookup, left out of readdir
-					(a read that blocks: a tree walker must
-					not come across it) */
+	bool unlisted; /* found by lookup, left out of readdir
+			  (a read that blocks: a tree walker must
+			  not come across it) */
 };
 extern const struct ctl_named ctl_root_files[];
 extern const size_t ctl_nroot;
@@ -140,8 +140,8 @@ int scratch_find(struct ctl *c, fuse_ino_t parent, const char *name,
 int scratch_create(struct ctl *c, fuse_ino_t parent, const char *name,
 		   uint64_t *ret_serial);
 /* pwrite-like; -EFBIG past TEXT_MAX, -ENOENT when it is gone. */
-int scratch_write(struct ctl *c, uint64_t serial, const void *buf,
-		  size_t size, uint64_t off);
+int scratch_write(struct ctl *c, uint64_t serial, const void *buf, size_t size,
+		  uint64_t off);
 int scratch_truncate(struct ctl *c, uint64_t serial, uint64_t size);
 /* A copy of its bytes into @out. */
 int scratch_read(struct ctl *c, uint64_t serial, struct text *out);
@@ -178,8 +178,7 @@ int ctl_exec(struct ctl *c, const char *buf, size_t len);
  * complete so far; @final at close. 0 or a negative errno (logged). */
 int ctl_egress_apply(struct ctl *c, struct ctl_fh *fh, bool final);
 /* Runs the verbs written to jobs/ID/ctl for @job. */
-int ctl_job_exec(struct ctl *c, struct job *job, const char *buf,
-		 size_t len);
+int ctl_job_exec(struct ctl *c, struct job *job, const char *buf, size_t len);
 
 /* ---- ctl_readme.c ---- */
 

@@ -18,9 +18,9 @@ static const struct {
 	const char *name;
 	enum ctl_verb_kind kind;
 } root_verbs[] = {
-	{ "pause", CTL_PAUSE },   { "resume", CTL_RESUME },
-	{ "renew", CTL_RENEW },   { "kill", CTL_KILL },
-	{ "sync", CTL_SYNC },     { "invalidate", CTL_INVALIDATE },
+	{ "pause", CTL_PAUSE }, { "resume", CTL_RESUME },
+	{ "renew", CTL_RENEW }, { "kill", CTL_KILL },
+	{ "sync", CTL_SYNC },   { "invalidate", CTL_INVALIDATE },
 };
 
 /* One line of `ctl`: VERB, or renew SECONDS. */
@@ -112,8 +112,8 @@ int ctl_parse(const char *buf, size_t len, bool job, const char *what,
 		char *extra = strtok_r(NULL, " \t\r", &ws);
 		if (ret->n == CTL_VERBS_MAX) {
 			snprintf(msg, msg_size,
-				 "%s: more than %d commands in one write",
-				 what, CTL_VERBS_MAX);
+				 "%s: more than %d commands in one write", what,
+				 CTL_VERBS_MAX);
 			rc = -EINVAL;
 			break;
 		}

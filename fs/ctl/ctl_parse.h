@@ -20,18 +20,18 @@
 enum ctl_verb_kind {
 	CTL_PAUSE,
 	CTL_RESUME,
-	CTL_RENEW,       /* secs: 0 for the sandbox's own timeout */
+	CTL_RENEW, /* secs: 0 for the sandbox's own timeout */
 	CTL_KILL,
 	CTL_SYNC,
 	CTL_INVALIDATE,
-	CTL_JOB_KILL,    /* a job's ctl: TERM, then KILL */
-	CTL_JOB_SIGNAL,  /* a job's ctl: sig */
+	CTL_JOB_KILL,   /* a job's ctl: TERM, then KILL */
+	CTL_JOB_SIGNAL, /* a job's ctl: sig */
 };
 
 struct ctl_verb {
 	enum ctl_verb_kind kind;
 	long secs;
-	char sig[16];    /* the signal's name without "SIG" */
+	char sig[16]; /* the signal's name without "SIG" */
 };
 
 struct ctl_verbs {

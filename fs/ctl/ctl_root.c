@@ -38,15 +38,14 @@ static int expiry_json(struct ctl *c, const struct life_info *li,
 		       struct text *out)
 {
 	bool keep = c->fs->opt->keepalive;
-	long long left = li->expires_at ? (long long)(li->expires_at -
-						      time(NULL)) :
-					  -1;
-	int rc = li->expires_at ?
-			 text_printf(out, ",\"expires_in_s\":%lld",
-				     left > 0 ? left : 0) :
-			 text_adds(out, ",\"expires_in_s\":null");
+	long long left =
+		li->expires_at ? (long long)(li->expires_at - time(NULL)) : -1;
+	int rc = li->expires_at ? text_printf(out, ",\"expires_in_s\":%lld",
+					      left > 0 ? left : 0) :
+				  text_adds(out, ",\"expires_in_s\":null");
 	rc = rc ? rc :
-		  text_printf(out, ",\"keepalive\":%s", keep ? "true" : "false");
+		  text_printf(out, ",\"keepalive\":%s",
+			      keep ? "true" : "false");
 	rc = rc ? rc : text_adds(out, ",\"expiry_warning\":");
 	if (rc)
 		return rc;
@@ -93,7 +92,8 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	rc = rc ? rc : text_json_str(out, osb_sandbox_execd_url(fs->sb));
 	/* away: requests fail at once, the cache is served (watch.h) */
 	rc = rc ? rc : text_adds(out, ",\"server\":");
-	rc = rc ? rc : text_json_str(out, watch_away(fs) ? "away" : "reachable");
+	rc = rc ? rc :
+		  text_json_str(out, watch_away(fs) ? "away" : "reachable");
 	rc = rc ? rc : text_adds(out, ",\"dir\":");
 	rc = rc ? rc : text_json_str(out, fs->root);
 	rc = rc ? rc : text_adds(out, ",\"mountpoint\":");
@@ -108,33 +108,33 @@ int ctl_info_json(struct ctl *c, struct text *out)
 		rc = i ? text_adds(out, ",") : 0;
 		rc = rc ? rc : text_json_str(out, pending.paths[i]);
 	}
-	rc = rc ? rc : text_printf(out,
-				   "],\"dirty_files\":%zu,\"dirty_dirs\":%zu,"
-				   "\"dirty_bytes\":%lld,\"uploading\":%zu,"
-				   "\"uploaded_files\":%llu,"
-				   "\"uploaded_bytes\":%llu,"
-				   "\"failed_uploads\":%llu,\"conflicts\":%llu",
-				   wb.dirty_files, wb.dirty_dirs,
-				   (long long)wb.dirty_bytes,
-				   wb.inflight,
-				   (unsigned long long)wb.uploaded_files,
-				   (unsigned long long)wb.uploaded_bytes,
-				   (unsigned long long)wb.failed_uploads,
-				   (unsigned long long)wb.conflicts);
+	rc = rc ? rc :
+		  text_printf(out,
+			      "],\"dirty_files\":%zu,\"dirty_dirs\":%zu,"
+			      "\"dirty_bytes\":%lld,\"uploading\":%zu,"
+			      "\"uploaded_files\":%llu,"
+			      "\"uploaded_bytes\":%llu,"
+			      "\"failed_uploads\":%llu,\"conflicts\":%llu",
+			      wb.dirty_files, wb.dirty_dirs,
+			      (long long)wb.dirty_bytes, wb.inflight,
+			      (unsigned long long)wb.uploaded_files,
+			      (unsigned long long)wb.uploaded_bytes,
+			      (unsigned long long)wb.failed_uploads,
+			      (unsigned long long)wb.conflicts);
 	/* what waits for a retry, and why */
 	char failing[600];
 	wb_describe_failures(fs, failing, sizeof(failing));
 	rc = rc ? rc : text_adds(out, ",\"failing\":");
 	rc = rc ? rc : text_json_str(out, failing[0] ? failing : NULL);
 	rc = rc ? rc : text_adds(out, "}");
-	rc = rc ? rc : text_printf(out,
-				   ",\"jobs\":{\"running\":%zu,\"total\":%zu}",
-				   running, total);
+	rc = rc ? rc :
+		  text_printf(out, ",\"jobs\":{\"running\":%zu,\"total\":%zu}",
+			      running, total);
 	rc = rc ? rc : text_adds(out, ",\"last_error\":");
 	rc = rc ? rc : text_json_str(out, last && last[0] ? last : NULL);
 	rc = rc ? rc : text_adds(out, ",\"last_error_at\":");
-	rc = rc ? rc : json_unix_time(out, last && last[0] ?
-						   (time_t)last_when : 0);
+	rc = rc ? rc :
+		  json_unix_time(out, last && last[0] ? (time_t)last_when : 0);
 	free(last);
 	pending_release(&pending);
 	return rc ? rc : text_adds(out, "}\n");
@@ -225,8 +225,7 @@ int ctl_exec(struct ctl *c, const char *buf, size_t len)
 
 /* ---- a job's ctl ---- */
 
-int ctl_job_exec(struct ctl *c, struct job *job, const char *buf,
-		 size_t len)
+int ctl_job_exec(struct ctl *c, struct job *job, const char *buf, size_t len)
 {
 	char what[JOB_ID_MAX + 16];
 	struct ctl_verbs vs;
@@ -260,8 +259,7 @@ static int egress_errno(struct ctl *c, int rc, const struct osb_error *err)
 			  c->fs->sandbox_id);
 		return -EOPNOTSUPP;
 	}
-	log_error("egress: %s", err->message[0] ? err->message :
-						   strerror(-rc));
+	log_error("egress: %s", err->message[0] ? err->message : strerror(-rc));
 	return rc == -EINVAL ? rc : fs_errno(rc);
 }
 
@@ -290,8 +288,8 @@ int ctl_egress_text(struct ctl *c, struct text *out)
 		if (!rc && (!n || json[n - 1] != '\n'))
 			rc = text_adds(out, "\n");
 	} else {
-		log_error("egress: %s", err.message[0] ? err.message :
-							 strerror(-rc));
+		log_error("egress: %s",
+			  err.message[0] ? err.message : strerror(-rc));
 		rc = fs_errno(rc);
 	}
 	free(json);
@@ -357,8 +355,8 @@ static int egress_line(struct ctl *c, char *line)
 	if (!rc && rule)
 		rc = osb_egress_rule(c->fs->sb, verb, arg, &err);
 	else if (!rc && remove)
-		rc = osb_egress_delete(c->fs->sb, (const char *const *)&arg,
-				       1, &err);
+		rc = osb_egress_delete(c->fs->sb, (const char *const *)&arg, 1,
+				       &err);
 	else if (!rc)
 		rc = osb_egress_default(c->fs->sb, arg, &err);
 	if (rc)
@@ -379,8 +377,8 @@ static int egress_json(struct ctl *c, const char *json)
 		rc = osb_egress_set(c->fs->sb, json, &err);
 	if (rc)
 		return egress_errno(c, rc, &err);
-	log_info("egress: %s", json[0] == '[' ? "rules merged" :
-						"policy replaced");
+	log_info("egress: %s",
+		 json[0] == '[' ? "rules merged" : "policy replaced");
 	return 0;
 }
 

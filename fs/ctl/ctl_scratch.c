@@ -166,8 +166,8 @@ int scratch_create(struct ctl *c, fuse_ino_t parent, const char *name,
 	return rc;
 }
 
-int scratch_write(struct ctl *c, uint64_t serial, const void *buf,
-		  size_t size, uint64_t off)
+int scratch_write(struct ctl *c, uint64_t serial, const void *buf, size_t size,
+		  uint64_t off)
 {
 	struct scratch *f = lock_serial(c->scratch, serial);
 	int rc = f ? text_put(&f->data, off, buf, size) : -ENOENT;

@@ -18,7 +18,7 @@
 #define TEXT_MAX (16u << 20)
 
 struct text {
-	char *s;        /* NUL-terminated when not NULL */
+	char *s; /* NUL-terminated when not NULL */
 	size_t len;
 	size_t cap;
 };

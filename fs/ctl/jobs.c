@@ -128,8 +128,7 @@ struct job *jobs_by_serial(struct jobs *js, uint64_t serial)
 	return found;
 }
 
-struct job *job_add_locked(struct jobs *js, const char *id,
-			   enum job_state st)
+struct job *job_add_locked(struct jobs *js, const char *id, enum job_state st)
 {
 	if (js->n == js->cap) {
 		size_t cap = js->cap ? js->cap * 2 : 64;
@@ -167,8 +166,7 @@ void job_drop_locked(struct jobs *js, struct job *j)
 	}
 }
 
-void job_set_state_locked(struct jobs *js, struct job *j,
-			  enum job_state st)
+void job_set_state_locked(struct jobs *js, struct job *j, enum job_state st)
 {
 	/* nrunning counts the running jobs in the table */
 	if (j->in_table && is_running(j->state) && !is_running(st))
@@ -290,8 +288,9 @@ bool job_name_valid(const char *name)
 	if (!n || n > JOB_NAME_MAX || name[0] == '.' || name[0] == '-' ||
 	    strcmp(name, "latest") == 0)
 		return false;
-	return strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-			    "0123456789._-") == n;
+	return strspn(name,
+		      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		      "0123456789._-") == n;
 }
 
 static char *record_path(const char *dir, const char *id)
@@ -332,7 +331,8 @@ int jobs_make_named(struct jobs *js, const char *name, struct job **ret)
 		} else if (rc == -ENOENT) {
 			rc = osb_dir_make(fs->sb, path, 0755, NULL, NULL, &err);
 			if (rc)
-				log_error("mkdir jobs/%s: %s", name, err.message);
+				log_error("mkdir jobs/%s: %s", name,
+					  err.message);
 		} else {
 			log_error("mkdir jobs/%s: %s", name, err.message);
 		}
@@ -406,8 +406,8 @@ int jobs_remove(struct jobs *js, const char *id)
 
 /* ---- the end of a job ---- */
 
-bool job_end_locked(struct jobs *js, struct job *j, int code,
-		    const char *error, struct timespec finished)
+bool job_end_locked(struct jobs *js, struct job *j, int code, const char *error,
+		    struct timespec finished)
 {
 	if (j->state == JOB_DONE && (error || !j->error))
 		return false; /* known; an exit status beats an error */

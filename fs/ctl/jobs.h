@@ -52,10 +52,10 @@ struct jobs;
 struct job;
 
 enum job_state {
-	JOB_CREATED,    /* named, no command yet */
-	JOB_STARTING,   /* being started by this mount */
+	JOB_CREATED,  /* named, no command yet */
+	JOB_STARTING, /* being started by this mount */
 	JOB_RUNNING,
-	JOB_DONE,       /* exited, killed, or failed (error) */
+	JOB_DONE, /* exited, killed, or failed (error) */
 };
 
 enum job_stream { JOB_STDOUT, JOB_STDERR };
@@ -63,10 +63,10 @@ enum job_stream { JOB_STDOUT, JOB_STDERR };
 /* What ctl shows of a job, copied out under the lock. */
 struct job_view {
 	enum job_state state;
-	bool failed;                 /* DONE with an error, no exit code */
-	int exit_code;               /* DONE and !failed */
-	int64_t cmd_size;            /* -1: not known yet */
-	int64_t size[2];             /* output bytes known to exist */
+	bool failed;      /* DONE with an error, no exit code */
+	int exit_code;    /* DONE and !failed */
+	int64_t cmd_size; /* -1: not known yet */
+	int64_t size[2];  /* output bytes known to exist */
 	struct timespec mtime[2];
 	struct timespec created_at, started_at, finished_at;
 };
@@ -98,7 +98,7 @@ uint64_t job_serial(const struct job *j);
 struct job_entry {
 	char id[JOB_ID_MAX];
 	uint64_t serial;
-	struct timespec when;   /* start time, or creation time */
+	struct timespec when; /* start time, or creation time */
 };
 /* Every job, oldest first. *ret is malloc'd (may be NULL when empty). */
 int jobs_list(struct jobs *js, struct job_entry **ret, size_t *ret_n);
@@ -130,8 +130,7 @@ int job_start(struct jobs *js, struct job *j, const char *cmd, size_t len);
  * if it still runs a few seconds later. -EINVAL (unknown signal), -ESRCH
  * (the job is not running), -EIO. Errors are logged.
  */
-int job_signal(struct jobs *js, struct job *j, const char *name,
-	       bool escalate);
+int job_signal(struct jobs *js, struct job *j, const char *name, bool escalate);
 
 /* The status line ("running\n", "exited 3\n", "killed SIGTERM\n",
  * "error: ...\n", "created\n"). */

@@ -36,31 +36,31 @@ struct job {
 	/* guarded by js->lock */
 	unsigned refs;
 	bool in_table;
-	bool removing;               /* rmdir under way: do not start */
-	long long recorded_ms;       /* monotonic: its record was in the
-					sandbox by then (0: not yet known) */
+	bool removing;         /* rmdir under way: do not start */
+	long long recorded_ms; /* monotonic: its record was in the
+				  sandbox by then (0: not yet known) */
 	enum job_state state;
-	int exit_code;               /* DONE, error == NULL */
-	char *error;                 /* DONE: why it failed, or NULL */
-	char *cmd;                   /* NULL until known */
-	int64_t cmd_size;            /* -1 until known */
-	char *cwd;                   /* NULL until known */
+	int exit_code;    /* DONE, error == NULL */
+	char *error;      /* DONE: why it failed, or NULL */
+	char *cmd;        /* NULL until known */
+	int64_t cmd_size; /* -1 until known */
+	char *cwd;        /* NULL until known */
 	struct timespec created_at, started_at, finished_at;
 	int64_t size[2];
-	bool size_final[2];          /* DONE, and a read found the end */
+	bool size_final[2]; /* DONE, and a read found the end */
 	struct timespec mtime[2];
 
 	/* the monitor's (also under js->lock) */
 	struct timespec alive_mtime;
-	long long alive_seen_ms;     /* when alive_mtime last changed; 0 =
-					no baseline yet */
-	long long kill_at_ms;        /* send SIGKILL then; 0 = no */
+	long long alive_seen_ms; /* when alive_mtime last changed; 0 =
+				    no baseline yet */
+	long long kill_at_ms;    /* send SIGKILL then; 0 = no */
 	long long watched_until_ms;
 };
 
 struct waiter {
 	fuse_req_t req;
-	struct job *job;             /* a reference */
+	struct job *job; /* a reference */
 	size_t size;
 	off_t off;
 	struct waiter *next;
@@ -68,20 +68,20 @@ struct waiter {
 
 struct jobs {
 	struct osbfs *fs;
-	pthread_mutex_t lock;        /* see above */
-	pthread_cond_t cond;         /* monitor wake-ups, loading done */
+	pthread_mutex_t lock; /* see above */
+	pthread_cond_t cond;  /* monitor wake-ups, loading done */
 
-	struct job **all;            /* the table, in no order */
+	struct job **all; /* the table, in no order */
 	size_t n, cap;
-	size_t nrunning;             /* STARTING or RUNNING */
+	size_t nrunning; /* STARTING or RUNNING */
 	uint64_t next_serial;
-	struct timespec last_id;     /* ids strictly increase */
+	struct timespec last_id; /* ids strictly increase */
 
 	bool loaded, loading;
-	long long synced_ms;         /* when the last reading began */
+	long long synced_ms; /* when the last reading began */
 
 	struct waiter *waiters;
-	long long last_event_ms;     /* start, end, new waiter: poll fast */
+	long long last_event_ms; /* start, end, new waiter: poll fast */
 	int poll_failures;
 	bool kick, stop, started;
 	pthread_t thread;
@@ -103,31 +103,29 @@ struct rec {
 	struct timespec mtime[2];
 	bool has_alive;
 	struct timespec alive_mtime;
-	bool live;                   /* live/ID exists */
-	bool gone;                   /* removed while it was being read */
+	bool live; /* live/ID exists */
+	bool gone; /* removed while it was being read */
 };
 
 /* ---- jobs.c: the table (js->lock held where it says "locked") ---- */
 
 /* A new job @id in state @st, put in the table; a reference for the
  * caller. Locked. NULL on ENOMEM. */
-struct job *job_add_locked(struct jobs *js, const char *id,
-			   enum job_state st);
+struct job *job_add_locked(struct jobs *js, const char *id, enum job_state st);
 /* Takes @j out of the table (it lives on while referenced). Locked. */
 void job_drop_locked(struct jobs *js, struct job *j);
 struct job *job_find_locked(struct jobs *js, const char *id);
 void job_get_locked(struct job *j);
 void job_put_locked(struct jobs *js, struct job *j);
 /* Sets the job's state, keeping js->nrunning right. Locked. */
-void job_set_state_locked(struct jobs *js, struct job *j,
-			  enum job_state st);
+void job_set_state_locked(struct jobs *js, struct job *j, enum job_state st);
 /*
  * job_end_locked() - the job ended: with exit status @code, or (@error
  * not NULL) failed. Returns true if that changed what is known. Locked.
  * The caller then calls jobs_after_end() without the lock.
  */
-bool job_end_locked(struct jobs *js, struct job *j, int code,
-		    const char *error, struct timespec finished);
+bool job_end_locked(struct jobs *js, struct job *j, int code, const char *error,
+		    struct timespec finished);
 /* After one or more jobs ended: drops every cache (a job may have
  * changed any file), then answers the waits of ended jobs. */
 void jobs_after_end(struct jobs *js);

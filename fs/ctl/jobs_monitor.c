@@ -44,9 +44,9 @@ static long long round_interval(struct jobs *js, long long now)
 	if (!js->nrunning)
 		return -1;
 	if (js->poll_failures) {
-		long long iv = (long long)ROUND_HOT_MS << (js->poll_failures < 5 ?
-								   js->poll_failures :
-								   5);
+		long long iv =
+			(long long)ROUND_HOT_MS
+			<< (js->poll_failures < 5 ? js->poll_failures : 5);
 		return iv < ROUND_FAIL_MAX_MS ? iv : ROUND_FAIL_MAX_MS;
 	}
 	bool hot = js->waiters || now - js->last_event_ms < HOT_AFTER_EVENT_MS;
@@ -78,8 +78,8 @@ static void reset_heartbeats_locked(struct jobs *js)
 struct round {
 	struct job **ended, **vanished, **to_kill;
 	size_t nended, nvanished, nkill;
-	bool strangers;              /* live jobs we do not know */
-	bool over;                   /* jobs seen ending in live/ */
+	bool strangers; /* live jobs we do not know */
+	bool over;      /* jobs seen ending in live/ */
 };
 
 static void round_release(struct jobs *js, struct round *r)
@@ -130,7 +130,8 @@ static void round_sort(struct jobs *js, struct rec *live, size_t nlive,
 				r->over = true;
 			continue;
 		}
-		if (!j->alive_seen_ms || !ts_eq(l->alive_mtime, j->alive_mtime)) {
+		if (!j->alive_seen_ms ||
+		    !ts_eq(l->alive_mtime, j->alive_mtime)) {
 			j->alive_mtime = l->alive_mtime;
 			j->alive_seen_ms = now;
 		} else if (now - j->alive_seen_ms > JOB_STALE_MS) {
@@ -168,9 +169,10 @@ void jobs_poll(struct jobs *js)
 	pthread_mutex_lock(&js->lock);
 	if (rc) {
 		if (!js->poll_failures++)
-			log_error("cannot follow the jobs running in sandbox %s: "
-				  "%s",
-				  js->fs->sandbox_id, strerror(-fs_errno(rc)));
+			log_error(
+				"cannot follow the jobs running in sandbox %s: "
+				"%s",
+				js->fs->sandbox_id, strerror(-fs_errno(rc)));
 		reset_heartbeats_locked(js);
 		pthread_mutex_unlock(&js->lock);
 		return;
@@ -272,9 +274,11 @@ static void *monitor_main(void *arg)
 			pthread_cond_wait(&js->cond, &js->lock);
 			continue;
 		}
-		/* (the life lock is a leaf: taking it under js->lock is safe) */
+		/* (the life lock is a leaf: taking it under js->lock is safe)
+		 */
 		life_get(js->fs, &li);
-		if (strcasecmp(li.state, "Running") != 0 && iv < ROUND_PAUSED_MS)
+		if (strcasecmp(li.state, "Running") != 0 &&
+		    iv < ROUND_PAUSED_MS)
 			iv = ROUND_PAUSED_MS;
 		if (last + iv > now) {
 			wait_until(js, last + iv);

@@ -150,8 +150,7 @@ static int list_dir(struct jobs *js, const char *dir, int depth,
 	return rc;
 }
 
-int recs_list(struct jobs *js, const char *dir, struct rec **ret,
-	      size_t *ret_n)
+int recs_list(struct jobs *js, const char *dir, struct rec **ret, size_t *ret_n)
 {
 	struct osb_stat *ents = NULL;
 	size_t n = 0;
@@ -194,9 +193,12 @@ void job_persist_error(struct jobs *js, const char *id, const char *msg)
 
 	snprintf(path, sizeof(path), JOBS_DIR "/%s/error", id);
 	int n = snprintf(body, sizeof(body), "%s\n", msg);
-	struct osb_upload u = { .path = path, .data = body, .fd = -1,
-				.size = n < (int)sizeof(body) ? n :
-								(int)sizeof(body) - 1,
+	struct osb_upload u = { .path = path,
+				.data = body,
+				.fd = -1,
+				.size = n < (int)sizeof(body) ?
+						n :
+						(int)sizeof(body) - 1,
 				.mode = 0644 };
 	if (osb_file_upload(js->fs->sb, &u, 1, &err))
 		log_warn("could not record the failure of job %s in the "

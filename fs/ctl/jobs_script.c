@@ -47,26 +47,36 @@ static const char wrapper[] =
 	/* the listener: signals from the FIFO, and the heartbeat */
 	"(\n"
 	"  while kill -0 \"$p\" 2>/dev/null && kill -0 $$ 2>/dev/null; do\n"
-	"    if read -r -t " STR(JOB_HEARTBEAT_S) " s <&3; then\n"
-	"      case $s in\n"
-	"      ''|*[!A-Z0-9+]*) ;;\n"
-	"      *) kill -s \"$s\" -- \"-$p\" 2>/dev/null ||"
-	" kill -s \"$s\" \"$p\" 2>/dev/null ;;\n"
-	"      esac\n"
-	"    else\n"
-	"      [ $? -gt 128 ] || sleep " STR(JOB_HEARTBEAT_S) "\n"
-	"      : >\"$L/alive\" 2>/dev/null || break\n"
-	"    fi\n"
-	"  done\n"
-	") &\n"
-	"w=$!\n"
-	"wait \"$p\"\n"
-	"rc=$?\n"
-	"kill \"$w\" 2>/dev/null\n"
-	": >\"$J/exit.$rc\"\n"
-	/* the same in live/: a monitor's listing sees the end at once */
-	": >\"$L/exit.$rc\"\n"
-	"rm -rf -- \"$L\"\n";
+	"    if read -r -t " STR(
+		JOB_HEARTBEAT_S) " s <&3; then\n"
+				 "      case $s in\n"
+				 "      ''|*[!A-Z0-9+]*) ;;\n"
+				 "      *) kill -s \"$s\" -- \"-$p\" "
+				 "2>/dev/null ||"
+				 " kill -s \"$s\" \"$p\" 2>/dev/null ;;\n"
+				 "      esac\n"
+				 "    else\n"
+				 "      [ $? -gt 128 ] || sleep " STR(
+					 JOB_HEARTBEAT_S) "\n"
+							  "      : "
+							  ">\"$L/alive\" "
+							  "2>/dev/null || "
+							  "break\n"
+							  "    fi\n"
+							  "  done\n"
+							  ") &\n"
+							  "w=$!\n"
+							  "wait \"$p\"\n"
+							  "rc=$?\n"
+							  "kill \"$w\" "
+							  "2>/dev/null\n"
+							  ": >\"$J/exit.$rc\"\n"
+							  /* the same in live/:
+							     a monitor's listing
+							     sees the end at
+							     once */
+							  ": >\"$L/exit.$rc\"\n"
+							  "rm -rf -- \"$L\"\n";
 
 char *job_wrapper_script(const char *id)
 {
@@ -76,14 +86,13 @@ char *job_wrapper_script(const char *id)
 	return s;
 }
 
-static const char signaller[] =
-	"L='" LIVE_DIR "/%s' i=0\n"
-	"while [ ! -e \"$L/ready\" ]; do\n"
-	"  [ -d \"$L\" ] || exit 3\n"
-	"  i=$((i+1)); [ \"$i\" -le 50 ] || exit 4\n"
-	"  sleep 0.1\n"
-	"done\n"
-	"printf '%%s\\n' '%s' 1<>\"$L/ctl\"\n";
+static const char signaller[] = "L='" LIVE_DIR "/%s' i=0\n"
+				"while [ ! -e \"$L/ready\" ]; do\n"
+				"  [ -d \"$L\" ] || exit 3\n"
+				"  i=$((i+1)); [ \"$i\" -le 50 ] || exit 4\n"
+				"  sleep 0.1\n"
+				"done\n"
+				"printf '%%s\\n' '%s' 1<>\"$L/ctl\"\n";
 
 char *job_signal_script(const char *id, const char *sig)
 {
@@ -95,14 +104,14 @@ char *job_signal_script(const char *id, const char *sig)
 
 /* Linux's numbering (the sandbox is Linux). */
 static const char *const names[] = {
-	[1] = "HUP",     [2] = "INT",     [3] = "QUIT",    [4] = "ILL",
-	[5] = "TRAP",    [6] = "ABRT",    [7] = "BUS",     [8] = "FPE",
-	[9] = "KILL",    [10] = "USR1",   [11] = "SEGV",   [12] = "USR2",
-	[13] = "PIPE",   [14] = "ALRM",   [15] = "TERM",   [16] = "STKFLT",
-	[17] = "CHLD",   [18] = "CONT",   [19] = "STOP",   [20] = "TSTP",
-	[21] = "TTIN",   [22] = "TTOU",   [23] = "URG",    [24] = "XCPU",
-	[25] = "XFSZ",   [26] = "VTALRM", [27] = "PROF",   [28] = "WINCH",
-	[29] = "IO",     [30] = "PWR",    [31] = "SYS",
+	[1] = "HUP",   [2] = "INT",     [3] = "QUIT",  [4] = "ILL",
+	[5] = "TRAP",  [6] = "ABRT",    [7] = "BUS",   [8] = "FPE",
+	[9] = "KILL",  [10] = "USR1",   [11] = "SEGV", [12] = "USR2",
+	[13] = "PIPE", [14] = "ALRM",   [15] = "TERM", [16] = "STKFLT",
+	[17] = "CHLD", [18] = "CONT",   [19] = "STOP", [20] = "TSTP",
+	[21] = "TTIN", [22] = "TTOU",   [23] = "URG",  [24] = "XCPU",
+	[25] = "XFSZ", [26] = "VTALRM", [27] = "PROF", [28] = "WINCH",
+	[29] = "IO",   [30] = "PWR",    [31] = "SYS",
 };
 #define NNAMES ((int)(sizeof(names) / sizeof(names[0])))
 #define SIGRT_MIN 34

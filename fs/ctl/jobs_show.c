@@ -22,9 +22,8 @@ void job_status_locked(const struct job *j, char *buf, size_t size)
 	case JOB_DONE:
 		break;
 	}
-	const char *sig = j->exit_code > 128 ?
-				  job_signal_name(j->exit_code - 128) :
-				  NULL;
+	const char *sig =
+		j->exit_code > 128 ? job_signal_name(j->exit_code - 128) : NULL;
 	if (j->error)
 		snprintf(buf, size, "error: %s\n", j->error);
 	else if (sig)
@@ -70,14 +69,16 @@ int job_info_json(struct jobs *js, struct job *j, struct text *out)
 	rc = text_adds(out, "{\"id\":");
 	rc = rc ? rc : text_json_str(out, j->id);
 	rc = rc ? rc : text_adds(out, ",\"cmd\":");
-	rc = rc ? rc : text_json_str(out, j->state == JOB_CREATED ? NULL :
-					  cmd.s ? cmd.s : "");
+	rc = rc ? rc :
+		  text_json_str(out, j->state == JOB_CREATED ? NULL :
+				     cmd.s                   ? cmd.s :
+							       "");
 	rc = rc ? rc : text_adds(out, ",\"cwd\":");
 	rc = rc ? rc : text_json_str(out, j->cwd ? j->cwd : js->fs->root);
 	rc = rc ? rc : text_adds(out, ",\"created_at\":");
-	rc = rc ? rc : text_json_time(out, j->created_at.tv_sec ?
-						   j->created_at :
-						   j->started_at);
+	rc = rc ? rc :
+		  text_json_time(out, j->created_at.tv_sec ? j->created_at :
+							     j->started_at);
 	rc = rc ? rc : text_adds(out, ",\"started_at\":");
 	rc = rc ? rc : text_json_time(out, j->started_at);
 	rc = rc ? rc : text_adds(out, ",\"finished_at\":");
@@ -89,12 +90,13 @@ int job_info_json(struct jobs *js, struct job *j, struct text *out)
 	rc = rc ? rc : text_adds(out, ",\"status\":");
 	rc = rc ? rc : text_json_str(out, status);
 	rc = rc ? rc : text_adds(out, ",\"error\":");
-	rc = rc ? rc : text_json_str(out, j->state == JOB_DONE ? j->error :
-								NULL);
-	rc = rc ? rc : text_printf(out,
-				   ",\"stdout_bytes\":%lld,\"stderr_bytes\":%lld}\n",
-				   (long long)j->size[JOB_STDOUT],
-				   (long long)j->size[JOB_STDERR]);
+	rc = rc ? rc :
+		  text_json_str(out, j->state == JOB_DONE ? j->error : NULL);
+	rc = rc ? rc :
+		  text_printf(out,
+			      ",\"stdout_bytes\":%lld,\"stderr_bytes\":%lld}\n",
+			      (long long)j->size[JOB_STDOUT],
+			      (long long)j->size[JOB_STDERR]);
 	pthread_mutex_unlock(&js->lock);
 	text_release(&cmd);
 	return rc;

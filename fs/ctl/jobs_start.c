@@ -76,10 +76,20 @@ static int start_remote(struct jobs *js, const char *id, const char *cmd,
 	snprintf(cwd, sizeof(cwd), JOBS_DIR "/%s/cwd", id);
 	snprintf(cmdp, sizeof(cmdp), JOBS_DIR "/%s/cmd", id);
 	struct osb_upload u[3] = {
-		{ .path = alive, .data = "", .fd = -1, .size = 0, .mode = 0644 },
-		{ .path = cwd, .data = fs->root, .fd = -1,
-		  .size = (int64_t)strlen(fs->root), .mode = 0644 },
-		{ .path = cmdp, .data = cmd, .fd = -1, .size = (int64_t)len,
+		{ .path = alive,
+		  .data = "",
+		  .fd = -1,
+		  .size = 0,
+		  .mode = 0644 },
+		{ .path = cwd,
+		  .data = fs->root,
+		  .fd = -1,
+		  .size = (int64_t)strlen(fs->root),
+		  .mode = 0644 },
+		{ .path = cmdp,
+		  .data = cmd,
+		  .fd = -1,
+		  .size = (int64_t)len,
 		  .mode = 0644 },
 	};
 	rc = osb_file_upload(fs->sb, u, 3, &err);
@@ -131,9 +141,9 @@ int job_start(struct jobs *js, struct job *j, const char *cmd, size_t len)
 	struct timespec now;
 
 	pthread_mutex_lock(&js->lock);
-	int rc = !j->in_table || j->removing   ? -ENOENT :
-		 j->state != JOB_CREATED ? -EACCES :
-					   0;
+	int rc = !j->in_table || j->removing ? -ENOENT :
+		 j->state != JOB_CREATED     ? -EACCES :
+					       0;
 	if (!rc)
 		job_set_state_locked(js, j, JOB_STARTING);
 	pthread_mutex_unlock(&js->lock);
@@ -188,8 +198,7 @@ int jobs_run(struct jobs *js, const char *cmd, size_t len, struct job **ret)
 	return 0;
 }
 
-int job_signal(struct jobs *js, struct job *j, const char *name,
-	       bool escalate)
+int job_signal(struct jobs *js, struct job *j, const char *name, bool escalate)
 {
 	char sig[16];
 	char *out = NULL, *errout = NULL;
@@ -205,8 +214,7 @@ int job_signal(struct jobs *js, struct job *j, const char *name,
 	char *script = job_signal_script(j->id, sig);
 	if (!script)
 		return -ENOMEM;
-	int rc = remote_shell(js->fs, script, SHELL_ONCE, &out, &errout,
-			      &code);
+	int rc = remote_shell(js->fs, script, SHELL_ONCE, &out, &errout, &code);
 	free(script);
 	free(out);
 	free(errout);
@@ -235,7 +243,7 @@ int job_cmd_text(struct jobs *js, struct job *j, struct text *out)
 	struct text t = { 0 };
 
 	pthread_mutex_lock(&js->lock);
-	int rc = j->cmd ? text_adds(out, j->cmd) :
+	int rc = j->cmd                  ? text_adds(out, j->cmd) :
 		 j->state == JOB_CREATED ? -ENOENT :
 					   1;
 	pthread_mutex_unlock(&js->lock);

@@ -71,7 +71,7 @@ static bool rec_merge(struct jobs *js, struct job *j, const struct rec *r,
 struct sync_data {
 	struct rec *recs, *live;
 	size_t n, nlive;
-	char **errors;         /* per rec: the message, if needed */
+	char **errors; /* per rec: the message, if needed */
 };
 
 static void sync_data_release(struct sync_data *d)
@@ -267,8 +267,8 @@ void jobs_refresh(struct jobs *js, long long max_age_ms)
 
 /* ---- the end of one job ---- */
 
-static void end_now(struct jobs *js, struct job *j, int code,
-		    const char *error, struct timespec when, bool drop)
+static void end_now(struct jobs *js, struct job *j, int code, const char *error,
+		    struct timespec when, bool drop)
 {
 	pthread_mutex_lock(&js->lock);
 	bool ended = job_end_locked(js, j, code, error, when);

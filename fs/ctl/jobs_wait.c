@@ -18,8 +18,7 @@
 #include "jobs_i.h"
 
 /* Answers @req with the part of @line from @off, at most @size bytes. */
-static void reply_line(fuse_req_t req, const char *line, size_t size,
-		       off_t off)
+static void reply_line(fuse_req_t req, const char *line, size_t size, off_t off)
 {
 	size_t len = strlen(line);
 	if (off < 0 || (size_t)off >= len) {

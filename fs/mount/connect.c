@@ -50,8 +50,8 @@ static char *slurp(const char *path, char *msg, size_t msg_size)
 	return s;
 }
 
-int connect_client(struct osbfs_options *o, struct osb_client **ret,
-		   char *msg, size_t msg_size)
+int connect_client(struct osbfs_options *o, struct osb_client **ret, char *msg,
+		   size_t msg_size)
 {
 	struct osb_config cfg = { 0 };
 	struct osb_error err;
@@ -174,7 +174,7 @@ static int create_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret,
 	return rc;
 }
 
-static const char *const live_states[] = { "Pending", "Running", "Paused",
+static const char *const live_states[] = { "Pending", "Running",  "Paused",
 					   "Pausing", "Resuming", NULL };
 
 /* The oldest live sandbox labelled name=NAME, if any. */
@@ -205,10 +205,10 @@ static int find_by_name(struct osbfs *fs, const char *name, char **ret_id,
 		 * the later one listed), so all agree on it */
 		long long a = (long long)s->created.tv_sec * 1000000000LL +
 			      s->created.tv_nsec;
-		long long b = best ? (long long)best->created.tv_sec *
-						1000000000LL +
+		long long b =
+			best ? (long long)best->created.tv_sec * 1000000000LL +
 					best->created.tv_nsec :
-				     0;
+			       0;
 		if (!best || a < b || (a == b && strcmp(s->id, best->id) < 0))
 			best = s;
 	}
@@ -328,8 +328,8 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 	if (strcasecmp(info.state, "Running") != 0 &&
 	    strcasecmp(info.state, "Paused") != 0) {
 		osb_sandbox_info_release(&info);
-		rc = osb_sandbox_wait_running(fs->client, id, fs->opt->start_timeout_ms,
-					      &info, &err);
+		rc = osb_sandbox_wait_running(
+			fs->client, id, fs->opt->start_timeout_ms, &info, &err);
 		if (rc) {
 			snprintf(msg, msg_size, "%s%s", err.message,
 				 rc == -ETIMEDOUT ? " (stuck before Running)" :
@@ -342,8 +342,8 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 		rc = osb_sandbox_resume(fs->client, id, &err);
 		if (!rc || rc == -EBUSY)
 			rc = osb_sandbox_wait_running(fs->client, id,
-						      fs->opt->start_timeout_ms, NULL,
-						      &err);
+						      fs->opt->start_timeout_ms,
+						      NULL, &err);
 		if (rc) {
 			snprintf(msg, msg_size, "cannot resume sandbox %s: %s",
 				 id, err.message);

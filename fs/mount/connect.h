@@ -8,8 +8,8 @@
 
 /* A client from the options (API key from api_key_file or the
  * environment). 0, or a negative errno with the reason in @msg. */
-int connect_client(struct osbfs_options *o, struct osb_client **ret,
-		   char *msg, size_t msg_size);
+int connect_client(struct osbfs_options *o, struct osb_client **ret, char *msg,
+		   size_t msg_size);
 
 /*
  * connect_sandbox() - the sandbox to mount: by id, by name label, or a

@@ -48,8 +48,8 @@ static void unescape_octal(char *s)
 {
 	char *w = s;
 	for (char *r = s; *r; r++) {
-		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' &&
-		    r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' &&
+		    r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
 			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 +
 				      (r[3] - '0'));
 			r += 3;
@@ -62,8 +62,8 @@ static void unescape_octal(char *s)
 
 /* The device of the topmost mount at @mountpoint, if @dev is NULL; or
  * whether one of device @dev is there. */
-static bool find_mount(const char *mountpoint, const char *dev,
-		       char *ret_dev, size_t dev_size)
+static bool find_mount(const char *mountpoint, const char *dev, char *ret_dev,
+		       size_t dev_size)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	char *line = NULL;
@@ -207,8 +207,7 @@ int holder_read(const char *path, struct holder_record *ret)
 	return rc;
 }
 
-int holder_set(struct holder *h, enum holder_state st,
-	       const struct pending *p)
+int holder_set(struct holder *h, enum holder_state st, const struct pending *p)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -268,8 +267,7 @@ static bool record_is_live(const struct holder_record *r)
  * nothing readable for a while (*unknown counts the looks).
  */
 static int judge_holder(const char *dir, const char *path, pid_t *told,
-			long wait_ms, int *unknown, char *msg,
-			size_t msg_size)
+			long wait_ms, int *unknown, char *msg, size_t msg_size)
 {
 	struct holder_record r;
 	int rc = holder_read(path, &r);
@@ -279,7 +277,8 @@ static int judge_holder(const char *dir, const char *path, pid_t *told,
 		if (++*unknown < UNKNOWN_POLLS)
 			return 0;
 		snprintf(msg, msg_size,
-			 "cache dir %s is in use by another osbfs process", dir);
+			 "cache dir %s is in use by another osbfs process",
+			 dir);
 		return -EBUSY;
 	}
 	*unknown = 0;
@@ -295,10 +294,11 @@ static int judge_holder(const char *dir, const char *path, pid_t *told,
 		rc = -EBUSY;
 	} else if (r.pid != *told) {
 		*told = r.pid;
-		log_info("waiting for osbfs (pid %d) to exit: it was unmounted "
-			 "from %s and is still uploading what was written there "
-			 "from cache dir %s (waiting at most %ld s)",
-			 (int)r.pid, mp, dir, wait_ms / 1000);
+		log_info(
+			"waiting for osbfs (pid %d) to exit: it was unmounted "
+			"from %s and is still uploading what was written there "
+			"from cache dir %s (waiting at most %ld s)",
+			(int)r.pid, mp, dir, wait_ms / 1000);
 	}
 	holder_record_release(&r);
 	return rc;
@@ -324,8 +324,8 @@ static int take_slot(struct holder *h, const char *dir, char *msg,
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rc = -errno;
-		snprintf(msg, msg_size, "cache dir %s: cannot open %s: %s",
-			 dir, path, strerror(-rc));
+		snprintf(msg, msg_size, "cache dir %s: cannot open %s: %s", dir,
+			 path, strerror(-rc));
 		return rc;
 	}
 	long long deadline = mono_ms() + h->wait_ms;
@@ -334,15 +334,17 @@ static int take_slot(struct holder *h, const char *dir, char *msg,
 			continue;
 		if (errno != EWOULDBLOCK) {
 			rc = -errno;
-			snprintf(msg, msg_size, "cache dir %s: cannot lock %s: %s",
-				 dir, path, strerror(-rc));
+			snprintf(msg, msg_size,
+				 "cache dir %s: cannot lock %s: %s", dir, path,
+				 strerror(-rc));
 			break;
 		}
 		rc = judge_holder(dir, path, &told, h->wait_ms, &unknown, msg,
 				  msg_size);
 		if (!rc && mono_ms() >= deadline) {
 			snprintf(msg, msg_size,
-				 "cache dir %s is still in use by osbfs (pid %d) "
+				 "cache dir %s is still in use by osbfs (pid "
+				 "%d) "
 				 "after %ld s: it was unmounted and is still "
 				 "uploading; mount again once it has exited",
 				 dir, (int)told, h->wait_ms / 1000);
@@ -361,8 +363,8 @@ static int take_slot(struct holder *h, const char *dir, char *msg,
 		log_info("osbfs (pid %d) has exited; going on", (int)told);
 	rc = holder_set(h, HOLDER_STARTING, NULL);
 	if (rc)
-		snprintf(msg, msg_size, "cache dir %s: cannot write %s: %s", dir,
-			 path, strerror(-rc));
+		snprintf(msg, msg_size, "cache dir %s: cannot write %s: %s",
+			 dir, path, strerror(-rc));
 	return rc;
 }
 
@@ -488,8 +490,8 @@ static int take_any(struct holder *h, const char *base, int *ret_slot,
 	return rc;
 }
 
-int holder_take(struct holder *h, const char *base, char **ret_dir,
-		char *msg, size_t msg_size)
+int holder_take(struct holder *h, const char *base, char **ret_dir, char *msg,
+		size_t msg_size)
 {
 	char abs[PATH_MAX];
 	char dir[PATH_MAX];
@@ -499,14 +501,12 @@ int holder_take(struct holder *h, const char *base, char **ret_dir,
 	h->dev[0] = '\0';
 	*ret_dir = NULL;
 	if (h->mountpoint && !h->mountpoint_abs) {
-		h->mountpoint_abs = strdup(realpath(h->mountpoint, abs) ?
-						   abs :
-						   h->mountpoint);
+		h->mountpoint_abs = strdup(
+			realpath(h->mountpoint, abs) ? abs : h->mountpoint);
 		if (!h->mountpoint_abs)
 			return -ENOMEM;
 	}
-	for (int tries = 0; rc == -EAGAIN && tries < 2 * HOLDER_SLOTS;
-	     tries++)
+	for (int tries = 0; rc == -EAGAIN && tries < 2 * HOLDER_SLOTS; tries++)
 		rc = take_any(h, base, &slot, msg, msg_size);
 	if (rc == -EAGAIN) {
 		snprintf(msg, msg_size,

@@ -45,7 +45,7 @@
 #define HOLDER_PENDING_MAX 100
 
 enum holder_state {
-	HOLDER_STARTING,  /* lock taken, not mounted yet */
+	HOLDER_STARTING, /* lock taken, not mounted yet */
 	HOLDER_MOUNTED,
 	HOLDER_UNMOUNTED, /* the mount is gone; uploading what is left */
 	HOLDER_EXITED,    /* done: what is pending stays for the next mount */
@@ -57,16 +57,16 @@ struct holder {
 	const char *mountpoint; /* where this daemon mounts, or NULL */
 	long wait_ms;           /* how long to wait for a finishing daemon */
 	/* set by holder_take() */
-	int fd;                 /* the lock file, flock'ed; -1 if not held */
-	char *mountpoint_abs;   /* @mountpoint made absolute */
-	char dev[32];           /* the mount's "major:minor", once mounted */
+	int fd;               /* the lock file, flock'ed; -1 if not held */
+	char *mountpoint_abs; /* @mountpoint made absolute */
+	char dev[32];         /* the mount's "major:minor", once mounted */
 };
 
 /* Dirty files' sandbox paths: the first HOLDER_PENDING_MAX. */
 struct pending {
 	char **paths;
 	size_t n;
-	size_t total;           /* how many there are in all */
+	size_t total; /* how many there are in all */
 };
 
 /*
@@ -79,8 +79,8 @@ struct pending {
  * wait ran out), with a message in @msg; another -errno if the slot
  * cannot be made. Not thread-safe (called once, at start).
  */
-int holder_take(struct holder *h, const char *base, char **ret_dir,
-		char *msg, size_t msg_size);
+int holder_take(struct holder *h, const char *base, char **ret_dir, char *msg,
+		size_t msg_size);
 /* The directory of slot @i (0 .. HOLDER_SLOTS-1) of cache dir @base. */
 void holder_slot_dir(const char *base, int i, char *buf, size_t size);
 /*
@@ -94,8 +94,7 @@ int holder_try(const char *dir);
  * fork) in state @st; with HOLDER_MOUNTED, also the mount's device; with
  * @p, what is pending. 0 or -errno.
  */
-int holder_set(struct holder *h, enum holder_state st,
-	       const struct pending *p);
+int holder_set(struct holder *h, enum holder_state st, const struct pending *p);
 /* Lets the lock go (closes it). NULL-safe, idempotent. */
 void holder_release(struct holder *h);
 
@@ -103,7 +102,7 @@ void holder_release(struct holder *h);
 struct holder_record {
 	pid_t pid;
 	enum holder_state state;
-	char *mountpoint;       /* malloc'd, or NULL */
+	char *mountpoint; /* malloc'd, or NULL */
 	char dev[32];
 	struct pending pending;
 };

@@ -25,9 +25,9 @@ struct lifecycle {
 	char state[32];
 	time_t expires_at;
 	time_t last_renew;
-	long long last_renew_try;  /* wall ms of keepalive's last renewal */
-	time_t warned_for;         /* the expiry the log warned of */
-	bool busy;            /* a pause/resume is under way */
+	long long last_renew_try; /* wall ms of keepalive's last renewal */
+	time_t warned_for;        /* the expiry the log warned of */
+	bool busy;                /* a pause/resume is under way */
 	bool stop;
 	bool started;
 	pthread_t thread;
@@ -79,7 +79,8 @@ static int do_resume(struct osbfs *fs, struct osb_error *err)
 		rc = 0; /* not paused (any more) */
 	if (!rc)
 		rc = osb_sandbox_wait_running(fs->client, fs->sandbox_id,
-					      fs->opt->start_timeout_ms, NULL, err);
+					      fs->opt->start_timeout_ms, NULL,
+					      err);
 	if (!rc)
 		rc = osb_wait_ready(fs->sb, READY_WAIT_MS, err);
 	return rc;
@@ -110,16 +111,17 @@ int life_ensure_running(struct osbfs *fs)
 	set_state(l, was_paused ? "Resuming" : "Starting");
 	pthread_mutex_unlock(&l->lock);
 
-	int rc = was_paused ? do_resume(fs, &err) :
-			      osb_sandbox_wait_running(fs->client,
-						       fs->sandbox_id,
-						       fs->opt->start_timeout_ms, NULL,
-						       &err);
+	int rc = was_paused ?
+			 do_resume(fs, &err) :
+			 osb_sandbox_wait_running(fs->client, fs->sandbox_id,
+						  fs->opt->start_timeout_ms,
+						  NULL, &err);
 	pthread_mutex_lock(&l->lock);
 	l->busy = false;
 	if (rc) {
-		set_state(l, rc == -ENOENT ? "Deleted" : was_paused ? "Paused" :
-								      "Pending");
+		set_state(l, rc == -ENOENT ? "Deleted" :
+			     was_paused    ? "Paused" :
+					     "Pending");
 		pthread_mutex_unlock(&l->lock);
 		log_error("sandbox %s could not be %s: %s", fs->sandbox_id,
 			  was_paused ? "resumed" : "started", err.message);

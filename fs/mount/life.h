@@ -39,8 +39,8 @@ int life_kill(struct osbfs *fs, char *msg, size_t msg_size);
 #define LIFE_EXPIRY_WARN_S 120
 
 struct life_info {
-	char state[32];      /* Running, Paused, Resuming, Deleted... */
-	time_t expires_at;   /* 0 = never */
+	char state[32];    /* Running, Paused, Resuming, Deleted... */
+	time_t expires_at; /* 0 = never */
 	time_t last_renew;
 	long long idle_ms;
 };

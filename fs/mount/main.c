@@ -41,12 +41,14 @@ static void undo_create(struct osbfs *fs, bool created)
 	if (!created || !fs->sandbox_id)
 		return;
 	if (osb_sandbox_delete(fs->client, fs->sandbox_id, &err) == 0)
-		fprintf(stderr, "osbfs: deleted sandbox %s, which this mount "
-				"had made\n",
+		fprintf(stderr,
+			"osbfs: deleted sandbox %s, which this mount "
+			"had made\n",
 			fs->sandbox_id);
 	else
-		fprintf(stderr, "osbfs: sandbox %s, which this mount made, "
-				"is left running: %s\n",
+		fprintf(stderr,
+			"osbfs: sandbox %s, which this mount made, "
+			"is left running: %s\n",
 			fs->sandbox_id, err.message);
 }
 
@@ -156,8 +158,9 @@ int main(int argc, char **argv)
 	rc = options_parse(&opt, argc, argv, msg, sizeof(msg));
 	if (rc) {
 		fprintf(stderr, "osbfs: %s\n", msg[0] ? msg : strerror(-rc));
-		fprintf(stderr, "usage: %s [options] [SANDBOX][:DIR] MOUNTPOINT "
-				"(--help for more)\n",
+		fprintf(stderr,
+			"usage: %s [options] [SANDBOX][:DIR] MOUNTPOINT "
+			"(--help for more)\n",
 			argv[0]);
 		options_release(&opt);
 		return 2;
@@ -197,8 +200,8 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&fs.statfs_lock, NULL);
 	pthread_rwlockattr_t rwa;
 	pthread_rwlockattr_init(&rwa);
-	pthread_rwlockattr_setkind_np(&rwa,
-				      PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlockattr_setkind_np(
+		&rwa, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&fs.path_lock, &rwa);
 	atomic_store(&fs.last_activity, mono_ms());
 
@@ -324,7 +327,8 @@ out_unmount:
 			life_get(&fs, &li);
 			/* a sandbox that is gone takes nothing: do not wait */
 			bool gone = strcmp(li.state, "Deleted") == 0;
-			int frc = gone ? 0 : wb_flush_all(&fs, HOLDER_FINISH_MS);
+			int frc =
+				gone ? 0 : wb_flush_all(&fs, HOLDER_FINISH_MS);
 			wb_get_stats(&fs, &st);
 			char count[80];
 			wb_describe_count(&st, count, sizeof(count));

@@ -33,8 +33,8 @@
 #define PROG "mount.fuse.osbfs"
 
 static const char *const dropped[] = {
-	"", "defaults", "auto", "noauto", "user", "users", "nouser",
-	"_netdev", "nofail",
+	"",      "defaults", "auto",    "noauto", "user",
+	"users", "nouser",   "_netdev", "nofail",
 };
 
 static bool is_dropped(const char *opt)

@@ -20,12 +20,12 @@
 #include "options.h"
 
 enum opt_type {
-	OPT_STR,      /* char * */
-	OPT_BOOL,     /* bool, no value */
-	OPT_MS,       /* long: a duration -> ms */
-	OPT_SECS,     /* long: a duration -> seconds, or "none" = 0 */
-	OPT_SIZE,     /* int64_t */
-	OPT_KV,       /* struct osb_kvlist: KEY=VALUE, repeatable */
+	OPT_STR,  /* char * */
+	OPT_BOOL, /* bool, no value */
+	OPT_MS,   /* long: a duration -> ms */
+	OPT_SECS, /* long: a duration -> seconds, or "none" = 0 */
+	OPT_SIZE, /* int64_t */
+	OPT_KV,   /* struct osb_kvlist: KEY=VALUE, repeatable */
 };
 
 struct opt_def {
@@ -40,40 +40,81 @@ struct opt_def {
 
 static const struct opt_def table[] = {
 	/* connection */
-	{ "config", OPT_STR, O(config), NULL, "settings file of the official CLI, read for what options and env leave out (default ~/.opensandbox/config.toml)" },
-	{ "domain", OPT_STR, O(domain), NULL, "server host[:port] (env OPEN_SANDBOX_DOMAIN, OPENSANDBOX_DOMAIN; settings file; else localhost:8080)" },
-	{ "protocol", OPT_STR, O(protocol), NULL, "http or https (env OPEN_SANDBOX_PROTOCOL; settings file; else http)" },
-	{ "cacert", OPT_STR, O(cacert), NULL, "CA bundle (PEM) to trust for https" },
-	{ "insecure", OPT_BOOL, O(insecure), NULL, "accept any TLS certificate" },
-	{ "api_key_file", OPT_STR, O(api_key_file), NULL, "file holding the API key (else env OPEN_SANDBOX_API_KEY, OPENSANDBOX_API_KEY; else the settings file)" },
-	{ "request_timeout", OPT_MS, O(request_timeout_ms), NULL, "timeout of one request (env OPEN_SANDBOX_REQUEST_TIMEOUT; settings file; else 30s)" },
-	{ "server_proxy", OPT_BOOL, O(server_proxy), NULL, "reach execd through the lifecycle server" },
+	{ "config", OPT_STR, O(config), NULL,
+	  "settings file of the official CLI, read for what options and env "
+	  "leave out (default ~/.opensandbox/config.toml)" },
+	{ "domain", OPT_STR, O(domain), NULL,
+	  "server host[:port] (env OPEN_SANDBOX_DOMAIN, OPENSANDBOX_DOMAIN; "
+	  "settings file; else localhost:8080)" },
+	{ "protocol", OPT_STR, O(protocol), NULL,
+	  "http or https (env OPEN_SANDBOX_PROTOCOL; settings file; else "
+	  "http)" },
+	{ "cacert", OPT_STR, O(cacert), NULL,
+	  "CA bundle (PEM) to trust for https" },
+	{ "insecure", OPT_BOOL, O(insecure), NULL,
+	  "accept any TLS certificate" },
+	{ "api_key_file", OPT_STR, O(api_key_file), NULL,
+	  "file holding the API key (else env OPEN_SANDBOX_API_KEY, "
+	  "OPENSANDBOX_API_KEY; else the settings file)" },
+	{ "request_timeout", OPT_MS, O(request_timeout_ms), NULL,
+	  "timeout of one request (env OPEN_SANDBOX_REQUEST_TIMEOUT; settings "
+	  "file; else 30s)" },
+	{ "server_proxy", OPT_BOOL, O(server_proxy), NULL,
+	  "reach execd through the lifecycle server" },
 	/* creation */
-	{ "name", OPT_STR, O(name), NULL, "find the sandbox labelled name=NAME, or create it" },
-	{ "image", OPT_STR, O(image), NULL, "image of a new sandbox (settings file's [defaults]; else opensandbox/code-interpreter:latest)" },
-	{ "entrypoint", OPT_STR, O(entrypoint), "tail -f /dev/null", "entrypoint of a new sandbox" },
-	{ "env", OPT_KV, O(env), NULL, "KEY=VALUE in a new sandbox's environment (repeatable)" },
-	{ "metadata", OPT_KV, O(metadata), NULL, "KEY=VALUE label of a new sandbox (repeatable)" },
-	{ "timeout", OPT_SECS, O(timeout_s), NULL, "TTL of a new sandbox (seconds, or none; settings file's [defaults]; else 600)" },
-	{ "network_policy", OPT_STR, O(network_policy), NULL, "JSON file: egress policy of a new sandbox" },
-	{ "cpu", OPT_STR, O(cpu), NULL, "CPU limit of a new sandbox (e.g. 500m)" },
-	{ "memory", OPT_STR, O(memory), NULL, "memory limit of a new sandbox (e.g. 512Mi)" },
+	{ "name", OPT_STR, O(name), NULL,
+	  "find the sandbox labelled name=NAME, or create it" },
+	{ "image", OPT_STR, O(image), NULL,
+	  "image of a new sandbox (settings file's [defaults]; else "
+	  "opensandbox/code-interpreter:latest)" },
+	{ "entrypoint", OPT_STR, O(entrypoint), "tail -f /dev/null",
+	  "entrypoint of a new sandbox" },
+	{ "env", OPT_KV, O(env), NULL,
+	  "KEY=VALUE in a new sandbox's environment (repeatable)" },
+	{ "metadata", OPT_KV, O(metadata), NULL,
+	  "KEY=VALUE label of a new sandbox (repeatable)" },
+	{ "timeout", OPT_SECS, O(timeout_s), NULL,
+	  "TTL of a new sandbox (seconds, or none; settings file's [defaults]; "
+	  "else 600)" },
+	{ "network_policy", OPT_STR, O(network_policy), NULL,
+	  "JSON file: egress policy of a new sandbox" },
+	{ "cpu", OPT_STR, O(cpu), NULL,
+	  "CPU limit of a new sandbox (e.g. 500m)" },
+	{ "memory", OPT_STR, O(memory), NULL,
+	  "memory limit of a new sandbox (e.g. 512Mi)" },
 	/* lifecycle */
-	{ "keepalive", OPT_BOOL, O(keepalive), "1", "renew the TTL while mounted, used or not (keepalive=no: let it expire)" },
-	{ "idle_pause", OPT_MS, O(idle_pause_ms), "0", "pause the sandbox after this long idle (0 = never)" },
-	{ "destroy_on_unmount", OPT_BOOL, O(destroy_on_unmount), NULL, "delete the sandbox at unmount" },
-	{ "start_timeout", OPT_MS, O(start_timeout_ms), "2m", "how long a sandbox may stay Pending (or resuming) before the mount gives up" },
+	{ "keepalive", OPT_BOOL, O(keepalive), "1",
+	  "renew the TTL while mounted, used or not (keepalive=no: let it "
+	  "expire)" },
+	{ "idle_pause", OPT_MS, O(idle_pause_ms), "0",
+	  "pause the sandbox after this long idle (0 = never)" },
+	{ "destroy_on_unmount", OPT_BOOL, O(destroy_on_unmount), NULL,
+	  "delete the sandbox at unmount" },
+	{ "start_timeout", OPT_MS, O(start_timeout_ms), "2m",
+	  "how long a sandbox may stay Pending (or resuming) before the mount "
+	  "gives up" },
 	/* cache */
-	{ "cache_dir", OPT_STR, O(cache_dir), NULL, "local cache (default $XDG_CACHE_HOME/osbfs or ~/.cache/osbfs)" },
-	{ "log_file", OPT_STR, O(log_file), NULL, "append the log to FILE too (default: syslog once in the background; CACHE_DIR/ID/log without one)" },
-	{ "attr_timeout", OPT_MS, O(attr_timeout_ms), "1s", "how long attributes are cached" },
-	{ "dir_timeout", OPT_MS, O(dir_timeout_ms), "1s", "how long listings are cached" },
-	{ "negative_timeout", OPT_MS, O(negative_timeout_ms), "1s", "how long a missing name is remembered" },
-	{ "writeback_delay", OPT_MS, O(writeback_delay_ms), "1s", "upload this long after the last close" },
-	{ "cache_max_size", OPT_SIZE, O(cache_max_size), "10G", "cap on cached (clean) file data" },
-	{ "control_dir", OPT_STR, O(control_dir), ".osb", "name of the control tree" },
+	{ "cache_dir", OPT_STR, O(cache_dir), NULL,
+	  "local cache (default $XDG_CACHE_HOME/osbfs or ~/.cache/osbfs)" },
+	{ "log_file", OPT_STR, O(log_file), NULL,
+	  "append the log to FILE too (default: syslog once in the background; "
+	  "CACHE_DIR/ID/log without one)" },
+	{ "attr_timeout", OPT_MS, O(attr_timeout_ms), "1s",
+	  "how long attributes are cached" },
+	{ "dir_timeout", OPT_MS, O(dir_timeout_ms), "1s",
+	  "how long listings are cached" },
+	{ "negative_timeout", OPT_MS, O(negative_timeout_ms), "1s",
+	  "how long a missing name is remembered" },
+	{ "writeback_delay", OPT_MS, O(writeback_delay_ms), "1s",
+	  "upload this long after the last close" },
+	{ "cache_max_size", OPT_SIZE, O(cache_max_size), "10G",
+	  "cap on cached (clean) file data" },
+	{ "control_dir", OPT_STR, O(control_dir), ".osb",
+	  "name of the control tree" },
 	/* symlinks */
-	{ "symlinks", OPT_STR, O(symlinks), "safe", "safe: link targets resolve inside the mount; raw: as stored (a trusted sandbox only)" },
+	{ "symlinks", OPT_STR, O(symlinks), "safe",
+	  "safe: link targets resolve inside the mount; raw: as stored (a "
+	  "trusted sandbox only)" },
 };
 
 #define NOPTS (sizeof(table) / sizeof(table[0]))
@@ -118,16 +159,20 @@ int parse_size(const char *s, int64_t *ret)
 	switch (*end) {
 	case '\0':
 		break;
-	case 'k': case 'K':
+	case 'k':
+	case 'K':
 		mult = 1024.0;
 		break;
-	case 'm': case 'M':
+	case 'm':
+	case 'M':
 		mult = 1024.0 * 1024;
 		break;
-	case 'g': case 'G':
+	case 'g':
+	case 'G':
 		mult = 1024.0 * 1024 * 1024;
 		break;
-	case 't': case 'T':
+	case 't':
+	case 'T':
 		mult = 1024.0 * 1024 * 1024 * 1024;
 		break;
 	default:
@@ -216,7 +261,7 @@ struct parse_ctx {
 	int npos;
 	char *pos[2];
 	int rc;
-	bool allow_other;            /* libfuse options seen */
+	bool allow_other; /* libfuse options seen */
 	bool default_permissions;
 };
 
@@ -242,8 +287,7 @@ static const struct fuse_opt fuse_keys[] = {
 	FUSE_OPT_END,
 };
 
-static int proc(void *data, const char *arg, int key,
-		struct fuse_args *outargs)
+static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	struct parse_ctx *ctx = data;
 	(void)outargs;
@@ -299,8 +343,8 @@ static int proc(void *data, const char *arg, int key,
 			}
 		}
 		if (arg[0] == '-' && arg[1] != 'o') {
-			snprintf(ctx->msg, ctx->msg_size,
-				 "unknown flag \"%s\"", arg);
+			snprintf(ctx->msg, ctx->msg_size, "unknown flag \"%s\"",
+				 arg);
 			ctx->rc = -EINVAL;
 			return -1;
 		}
@@ -382,8 +426,10 @@ static int read_settings(struct osbfs_options *o, char *msg, size_t msg_size)
 		return rc;
 	}
 	if (!o->image) {
-		o->image = strdup(o->cfgfile.image ? o->cfgfile.image :
-						     "opensandbox/code-interpreter:latest");
+		o->image =
+			strdup(o->cfgfile.image ?
+				       o->cfgfile.image :
+				       "opensandbox/code-interpreter:latest");
 		if (!o->image)
 			return -ENOMEM;
 	}
@@ -421,16 +467,18 @@ static int split_source(struct osbfs_options *o, const char *src, char *msg,
 			return -ENOMEM;
 	}
 	if (o->dir[0] != '/') {
-		snprintf(msg, msg_size,
-			 "the directory in the sandbox must be absolute: \"%s\"",
-			 o->dir);
+		snprintf(
+			msg, msg_size,
+			"the directory in the sandbox must be absolute: \"%s\"",
+			o->dir);
 		return -EINVAL;
 	}
 	/* "/workspace/" -> "/workspace"; "/" stays */
 	size_t n = strlen(o->dir);
 	while (n > 1 && o->dir[n - 1] == '/')
 		o->dir[--n] = '\0';
-	if (strstr(o->dir, "/../") || strcmp(o->dir + (n >= 3 ? n - 3 : 0), "/..") == 0) {
+	if (strstr(o->dir, "/../") ||
+	    strcmp(o->dir + (n >= 3 ? n - 3 : 0), "/..") == 0) {
 		snprintf(msg, msg_size, "the directory may not hold \"..\"");
 		return -EINVAL;
 	}
@@ -550,8 +598,10 @@ void options_usage(const char *prog)
 {
 	printf("usage: %s [options] [SANDBOX][:DIR] MOUNTPOINT\n\n"
 	       "Mounts DIR (default /workspace) of an OpenSandbox sandbox at\n"
-	       "MOUNTPOINT. SANDBOX is an id to reconnect to; without one a new\n"
-	       "sandbox is made (or, with -o name=NAME, found by its label).\n\n"
+	       "MOUNTPOINT. SANDBOX is an id to reconnect to; without one a "
+	       "new\n"
+	       "sandbox is made (or, with -o name=NAME, found by its "
+	       "label).\n\n"
 	       "  -f            stay in the foreground\n"
 	       "  -d            debug output (implies -f)\n"
 	       "  -s            single-threaded\n"
@@ -562,17 +612,22 @@ void options_usage(const char *prog)
 		snprintf(left, sizeof(left), "%s%s", table[i].name,
 			 table[i].type == OPT_BOOL ? "" : "=...");
 		printf("    %-22s %s%s%s%s\n", left, table[i].help,
-		       table[i].def ? " [" : "", table[i].def ? table[i].def : "",
+		       table[i].def ? " [" : "",
+		       table[i].def ? table[i].def : "",
 		       table[i].def ? "]" : "");
 	}
 	printf("\n"
 	       "allow_other (a libfuse option: other users may use the mount)\n"
-	       "implies default_permissions: the kernel checks the file modes.\n"
+	       "implies default_permissions: the kernel checks the file "
+	       "modes.\n"
 	       "\n"
 	       "usage: %s -u [-o control_dir=NAME] MOUNTPOINT\n\n"
-	       "Unmounts after uploading every file written (progress shown if\n"
-	       "it takes a while), waits for the daemon to exit, and names what\n"
-	       "did not reach the sandbox and where it is kept (the next mount\n"
+	       "Unmounts after uploading every file written (progress shown "
+	       "if\n"
+	       "it takes a while), waits for the daemon to exit, and names "
+	       "what\n"
+	       "did not reach the sandbox and where it is kept (the next "
+	       "mount\n"
 	       "of the sandbox with the same cache_dir uploads it). Exits 0\n"
 	       "when the sandbox has everything. `fusermount3 -u MOUNTPOINT`\n"
 	       "returns at once instead: the daemon uploads what is left in\n"

@@ -15,13 +15,13 @@
 
 struct osbfs_options {
 	/* positional: [SANDBOX][:DIR] MOUNTPOINT */
-	char *sandbox_id;       /* NULL = create (or find by name) */
-	char *dir;              /* directory inside the sandbox */
+	char *sandbox_id; /* NULL = create (or find by name) */
+	char *dir;        /* directory inside the sandbox */
 	char *mountpoint;
 
 	/* connection (as the seed adapter); what is not given here comes
 	 * from the environment, then from the settings file (cfgfile) */
-	char *config;           /* the official CLI's settings file */
+	char *config;               /* the official CLI's settings file */
 	struct osb_cfgfile cfgfile; /* as read (options_parse) */
 	char *domain;
 	char *protocol;
@@ -32,22 +32,22 @@ struct osbfs_options {
 	bool server_proxy;
 
 	/* creation */
-	char *name;             /* -o name=NAME: find or create by label */
+	char *name; /* -o name=NAME: find or create by label */
 	char *image;
-	char *entrypoint;       /* split on white space */
+	char *entrypoint; /* split on white space */
 	struct osb_kvlist env;
 	struct osb_kvlist metadata;
-	long timeout_s;         /* sandbox TTL; 0 = none (option, else the
-				   settings file's [defaults], else 600) */
-	char *network_policy;   /* a JSON file */
+	long timeout_s;       /* sandbox TTL; 0 = none (option, else the
+				 settings file's [defaults], else 600) */
+	char *network_policy; /* a JSON file */
 	char *cpu;
 	char *memory;
 
 	/* lifecycle */
 	bool keepalive;
-	long idle_pause_ms;     /* 0 = never */
+	long idle_pause_ms; /* 0 = never */
 	bool destroy_on_unmount;
-	long start_timeout_ms;  /* how long a sandbox may take to run */
+	long start_timeout_ms; /* how long a sandbox may take to run */
 
 	/* cache */
 	char *cache_dir;
@@ -57,7 +57,7 @@ struct osbfs_options {
 	long negative_timeout_ms;
 	long writeback_delay_ms;
 	int64_t cache_max_size;
-	char *control_dir;      /* name of the control tree */
+	char *control_dir; /* name of the control tree */
 
 	/* symlinks: "safe" shows targets mapped into the mount (linkmap.h),
 	 * "raw" as stored; symlinks_raw tells which */

@@ -42,9 +42,9 @@
 
 /* What .osb/info says. */
 struct minfo {
-	pid_t pid;                   /* 0 if not given */
+	pid_t pid; /* 0 if not given */
 	char sandbox_id[128];
-	char cache_dir[PATH_MAX];    /* CACHE_DIR/<sandbox id> */
+	char cache_dir[PATH_MAX]; /* CACHE_DIR/<sandbox id> */
 	long long dirty_files, dirty_bytes;
 	struct pending pending;
 };
@@ -326,7 +326,8 @@ static int report(const char *mp, const struct minfo *mi, const char *lock)
 	if (p->total) {
 		if (known)
 			fprintf(stderr,
-				"osbfs: %zu file(s) written to %s did not reach "
+				"osbfs: %zu file(s) written to %s did not "
+				"reach "
 				"sandbox %s:\n",
 				p->total, mp, mi->sandbox_id);
 		name_pending(p);
@@ -395,8 +396,7 @@ int umount_run(const struct osbfs_options *o)
 
 	int status;
 	if (unmount(mp) != 0) {
-		fprintf(stderr,
-			"osbfs: %s stays mounted (see above); %s\n", mp,
+		fprintf(stderr, "osbfs: %s stays mounted (see above); %s\n", mp,
 			sync_err ? "some files are not in the sandbox yet" :
 				   "the sandbox has every file written");
 		status = 1;
@@ -410,7 +410,8 @@ int umount_run(const struct osbfs_options *o)
 		status = report(mp, &mi, lock);
 		if (!status && told)
 			fprintf(stderr,
-				"osbfs: %s unmounted; sandbox %s has every file "
+				"osbfs: %s unmounted; sandbox %s has every "
+				"file "
 				"written\n",
 				mp, mi.sandbox_id);
 	}

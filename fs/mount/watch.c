@@ -36,15 +36,15 @@
 #define GATE_PROBE_MS 100
 
 struct slot {
-	atomic_llong alive_ms;  /* 0: no request in flight */
+	atomic_llong alive_ms; /* 0: no request in flight */
 	struct slot *prev, *next;
 };
 
 struct watch {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;    /* the watchdog's sleep; a resume is over */
-	struct slot *slots;     /* lock */
-	pthread_key_t key;      /* frees a thread's slot when it ends */
+	pthread_cond_t cond; /* the watchdog's sleep; a resume is over */
+	struct slot *slots;  /* lock */
+	pthread_key_t key;   /* frees a thread's slot when it ends */
 	bool key_made;
 	atomic_bool away;
 	atomic_llong probed_ms; /* the last question while away */
@@ -146,15 +146,16 @@ bool watch_away(struct osbfs *fs)
 void watch_failed(struct osbfs *fs, int rc)
 {
 	struct watch *w = fs->watch;
-	if (!w || (rc != -ECONNREFUSED && rc != -EHOSTUNREACH &&
-		   rc != -ETIMEDOUT))
+	if (!w ||
+	    (rc != -ECONNREFUSED && rc != -EHOSTUNREACH && rc != -ETIMEDOUT))
 		return;
 	atomic_store(&w->refused, rc == -ECONNREFUSED);
 	if (!atomic_exchange(&w->away, true))
-		log_error("the OpenSandbox server at %s cannot be reached (%s): "
-			  "until it answers again, requests fail at once with "
-			  "EIO and cached data is served as it is",
-			  osb_client_base_url(fs->client), strerror(-rc));
+		log_error(
+			"the OpenSandbox server at %s cannot be reached (%s): "
+			"until it answers again, requests fail at once with "
+			"EIO and cached data is served as it is",
+			osb_client_base_url(fs->client), strerror(-rc));
 }
 
 bool watch_cancelled_resume(struct osbfs *fs)
@@ -166,7 +167,8 @@ bool watch_cancelled_resume(struct osbfs *fs)
 	cond_deadline(&ts, fs->opt->start_timeout_ms + 60000);
 	pthread_mutex_lock(&w->lock);
 	while (atomic_load(&cancel_all) && !w->stop)
-		if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT)
+		if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) ==
+		    ETIMEDOUT)
 			break;
 	bool again = !atomic_load(&cancel_all) && !w->stop;
 	pthread_mutex_unlock(&w->lock);
@@ -178,8 +180,7 @@ bool watch_cancelled_resume(struct osbfs *fs)
 /* While away: one quick question to execd, no more often than @every
  * ms whoever asks; the end of it when answered. Returns whether still
  * away. */
-static bool probe(struct osbfs *fs, struct watch *w, long long now,
-		  long every)
+static bool probe(struct osbfs *fs, struct watch *w, long long now, long every)
 {
 	long long last = atomic_load(&w->probed_ms);
 	if (now - last < every ||

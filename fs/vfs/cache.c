@@ -50,7 +50,8 @@ int cache_dir_check(const char *cache_dir, char *msg, size_t msg_size)
 	if (!rc && access(cache_dir, W_OK | X_OK) < 0)
 		rc = -errno;
 	if (rc)
-		snprintf(msg, msg_size, "cache dir %s: %s (cache_dir= names "
+		snprintf(msg, msg_size,
+			 "cache dir %s: %s (cache_dir= names "
 			 "another)",
 			 cache_dir, strerror(-rc));
 	return rc;
@@ -95,9 +96,8 @@ void cache_sweep(struct cache *c)
 	closedir(d);
 }
 
-static int init(struct cache *c, const char *cache_dir,
-		const char *sandbox_id, int64_t max_size, struct holder *h,
-		char *msg, size_t msg_size)
+static int init(struct cache *c, const char *cache_dir, const char *sandbox_id,
+		int64_t max_size, struct holder *h, char *msg, size_t msg_size)
 {
 	char path[4096];
 	int rc;
@@ -387,7 +387,8 @@ int cache_add_range(struct cache *c, struct cfile *cf, int64_t start,
 	size_t i = 0;
 	while (i < cf->next && cf->ext[i].start < start)
 		i++;
-	memmove(&cf->ext[i + 1], &cf->ext[i], (cf->next - i) * sizeof(*cf->ext));
+	memmove(&cf->ext[i + 1], &cf->ext[i],
+		(cf->next - i) * sizeof(*cf->ext));
 	cf->ext[i].start = start;
 	cf->ext[i].end = end;
 	cf->next++;
@@ -476,8 +477,9 @@ int cache_mark_dirty(struct cache *c, struct cfile *cf, const char *path,
 	    strcmp(cf->record_path, path) != 0) {
 		rc = record_write(c, cf, path);
 		if (rc)
-			log_error("cannot write the dirty record of %s in %s: %s",
-				  path, c->dir, strerror(-rc));
+			log_error(
+				"cannot write the dirty record of %s in %s: %s",
+				path, c->dir, strerror(-rc));
 		if (!cf->dirty) {
 			cf->failures = 0;
 			cache_dirty_list_add(c, cf);

@@ -81,7 +81,7 @@ bool cache_is_dir(struct cache *c, struct cfile *cf);
 
 /* What a file with local changes shows (they win over the sandbox's). */
 struct cache_attr {
-	bool dir;               /* a directory: its size is not ours */
+	bool dir; /* a directory: its size is not ours */
 	int64_t size;
 	mode_t mode;
 	struct timespec mtime;
@@ -104,12 +104,12 @@ void cache_check_version(struct cache *c, struct cfile *cf,
 
 /* What cache_prepare() tells an open. */
 struct cache_prep {
-	bool keep;       /* cached content is still good (the kernel may
-			    keep its pages) */
-	bool reopened;   /* handles open on an older version now fail */
-	bool direct;     /* handles of an older version are open: bypass
-			    the kernel's page cache */
-	uint64_t version;/* the content version a new handle reads */
+	bool keep;        /* cached content is still good (the kernel may
+			     keep its pages) */
+	bool reopened;    /* handles open on an older version now fail */
+	bool direct;      /* handles of an older version are open: bypass
+			     the kernel's page cache */
+	uint64_t version; /* the content version a new handle reads */
 };
 /*
  * cache_prepare() - node @n's cfile (made if missing), ready for use:
@@ -151,14 +151,14 @@ void cache_close(struct cache *c, struct cfile *cf, bool writer);
 /* Cuts the whole-or-local file to @size (the bytes below @size must be
  * local already: cache_whole()) and sets its mtime to now (@touch).
  * *ret_version: the content version after. 0 or -errno. */
-int cache_truncate(struct cache *c, struct cfile *cf, int64_t size,
-		   bool touch, uint64_t *ret_version);
+int cache_truncate(struct cache *c, struct cfile *cf, int64_t size, bool touch,
+		   uint64_t *ret_version);
 
 /* Fetches @len bytes at @off of the sandbox's file of @size bytes (its
  * validator's, or OSB_SIZE_FIRST when not known), passing them to @sink.
  * 0, -errno; -ESTALE or -ENOENT when the sandbox has another version. */
-typedef int (*cache_fetch_fn)(void *arg, int64_t off, int64_t len,
-			      int64_t size, osb_sink_fn sink, void *sink_arg);
+typedef int (*cache_fetch_fn)(void *arg, int64_t off, int64_t len, int64_t size,
+			      osb_sink_fn sink, void *sink_arg);
 /* cache_fill() returns this when the file changed in the sandbox: the
  * caller settles it with cache_went_stale(*ret_version). */
 #define CACHE_CHANGED 1
@@ -225,8 +225,8 @@ int cache_read_begin(struct cache *c, struct cfile *cf, uint64_t version,
  * *ret_len) and then calls cache_ahead_done().
  */
 bool cache_ahead_claim(struct cache *c, struct cfile *cf, uint64_t version,
-		       struct cache_window *w, int64_t from,
-		       int64_t *ret_off, int64_t *ret_len);
+		       struct cache_window *w, int64_t from, int64_t *ret_off,
+		       int64_t *ret_len);
 void cache_ahead_done(struct cache *c, struct cfile *cf);
 /* Reads @len bytes at @off for a handle of @version: the count, or
  * -errno (-ESTALE if the content moved on meanwhile). */

@@ -51,8 +51,7 @@ bool cache_upload_due(struct cache *c, struct cfile *cf)
 	return due;
 }
 
-void cache_local_attr(struct cache *c, struct cfile *cf,
-		      struct cache_attr *ret)
+void cache_local_attr(struct cache *c, struct cfile *cf, struct cache_attr *ret)
 {
 	pthread_mutex_lock(&c->lock);
 	ret->dir = cf->m.dir;
@@ -153,8 +152,10 @@ struct cfile *cache_dir_changed(struct cache *c, struct node *n,
 		/* made here, or the sandbox's to be given a mode */
 		cf->m.base = existed ? BASE_KNOWN : BASE_ABSENT;
 		if (existed) {
-			memcpy(cf->m.owner, existed->owner, sizeof(cf->m.owner));
-			memcpy(cf->m.group, existed->group, sizeof(cf->m.group));
+			memcpy(cf->m.owner, existed->owner,
+			       sizeof(cf->m.owner));
+			memcpy(cf->m.group, existed->group,
+			       sizeof(cf->m.group));
 		}
 	}
 	clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
@@ -189,8 +190,8 @@ struct cfile *cache_created(struct cache *c, struct node *n,
 	return cf;
 }
 
-int cache_truncate(struct cache *c, struct cfile *cf, int64_t size,
-		   bool touch, uint64_t *ret_version)
+int cache_truncate(struct cache *c, struct cfile *cf, int64_t size, bool touch,
+		   uint64_t *ret_version)
 {
 	int fd = cache_fd(c, cf);
 	if (fd < 0)
@@ -284,8 +285,8 @@ int cache_fill(struct cache *c, struct cfile *cf, int64_t off, int64_t len,
 	pthread_mutex_lock(&c->lock);
 	/* every range must be of the version the cached bytes are of */
 	uint64_t version = cf->version;
-	int64_t size = cf->m.base == BASE_KNOWN ? cf->m.base_size :
-						  OSB_SIZE_FIRST;
+	int64_t size =
+		cf->m.base == BASE_KNOWN ? cf->m.base_size : OSB_SIZE_FIRST;
 	pthread_mutex_unlock(&c->lock);
 	*ret_version = version;
 	for (;;) {
@@ -346,7 +347,8 @@ int cache_fill_new(struct cache *c, struct node *n, const struct fattr *a,
 	if (cf) {
 		pthread_mutex_lock(&c->lock);
 		fill = fill_wanted(cf) &&
-		       (!cf->opens || fmeta_base_is(&cf->m, a->size, &a->mtime));
+		       (!cf->opens ||
+			fmeta_base_is(&cf->m, a->size, &a->mtime));
 		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->nt->lock);
@@ -449,8 +451,8 @@ int cache_read_begin(struct cache *c, struct cfile *cf, uint64_t version,
 }
 
 bool cache_ahead_claim(struct cache *c, struct cfile *cf, uint64_t version,
-		       struct cache_window *w, int64_t from,
-		       int64_t *ret_off, int64_t *ret_len)
+		       struct cache_window *w, int64_t from, int64_t *ret_off,
+		       int64_t *ret_len)
 {
 	int64_t gs, ge;
 	pthread_mutex_lock(&c->lock);
@@ -535,8 +537,7 @@ void cache_set_mode(struct cache *c, struct cfile *cf, mode_t mode)
 }
 
 void cache_set_times(struct cache *c, struct cfile *cf,
-		     const struct timespec *mtime,
-		     const struct timespec *atime)
+		     const struct timespec *mtime, const struct timespec *atime)
 {
 	pthread_mutex_lock(&c->lock);
 	cf->m.mtime = *mtime;
@@ -579,8 +580,7 @@ bool cache_sent_here(struct cache *c, struct cfile *cf, int64_t max)
 {
 	pthread_mutex_lock(&c->lock);
 	/* dirty: its bytes are whole here (cache_whole()) */
-	bool sent = cf->dirty && cf->data_gen && !cf->m.dir &&
-		    cf->size <= max;
+	bool sent = cf->dirty && cf->data_gen && !cf->m.dir && cf->size <= max;
 	pthread_mutex_unlock(&c->lock);
 	return sent;
 }

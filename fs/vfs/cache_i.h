@@ -41,10 +41,10 @@ struct fmeta {
 	mode_t mode;
 	struct timespec mtime;
 	struct timespec atime;
-	bool times_set;         /* mtime (and atime) must be set remotely */
-	bool chmod_needed;      /* mode needs a chmod after the upload */
-	bool dir;               /* of a directory: made (base absent) or
-				   given a mode here; no data (cache.h) */
+	bool times_set;    /* mtime (and atime) must be set remotely */
+	bool chmod_needed; /* mode needs a chmod after the upload */
+	bool dir;          /* of a directory: made (base absent) or
+			      given a mode here; no data (cache.h) */
 	char owner[64], group[64];
 	enum base_state base;
 	int64_t base_size;
@@ -58,28 +58,28 @@ bool fmeta_base_is(const struct fmeta *m, int64_t size,
 
 struct cfile {
 	uint64_t id;
-	struct node *node;      /* back pointer; guarded by the node lock */
-	unsigned refs;          /* node + handles + writeback */
+	struct node *node; /* back pointer; guarded by the node lock */
+	unsigned refs;     /* node + handles + writeback */
 	pthread_mutex_t fetch_lock;
-	bool ahead;             /* a read-ahead is fetching (cache_ahead_claim) */
+	bool ahead; /* a read-ahead is fetching (cache_ahead_claim) */
 
-	int fd;                 /* open while opens > 0, else -1 */
-	unsigned opens;         /* open handles */
-	unsigned writers;       /* handles open for writing */
+	int fd;           /* open while opens > 0, else -1 */
+	unsigned opens;   /* open handles */
+	unsigned writers; /* handles open for writing */
 
-	int64_t size;           /* local size (meaningful when complete) */
-	bool complete;          /* every byte [0, size) is present */
-	struct extent *ext;     /* ranges present when not complete */
+	int64_t size;       /* local size (meaningful when complete) */
+	bool complete;      /* every byte [0, size) is present */
+	struct extent *ext; /* ranges present when not complete */
 	size_t next, ext_cap;
-	int64_t cached_bytes;   /* bytes held locally: the ranges, or the
-				   size once complete (cache_account) */
+	int64_t cached_bytes; /* bytes held locally: the ranges, or the
+				 size once complete (cache_account) */
 
-	struct fmeta m;         /* local attributes and validator */
-	uint64_t version;       /* bumped when the content gives way to
-				   another sandbox version: a handle reads
-				   only the one it opened (ops_file.c) */
-	uint64_t open_version;  /* the version when the open handles began:
-				   older handles may be open if it differs */
+	struct fmeta m;        /* local attributes and validator */
+	uint64_t version;      /* bumped when the content gives way to
+				  another sandbox version: a handle reads
+				  only the one it opened (ops_file.c) */
+	uint64_t open_version; /* the version when the open handles began:
+				  older handles may be open if it differs */
 
 	/* dirty state */
 	bool dirty;
@@ -94,45 +94,45 @@ struct cfile {
 	long long absent_until; /* made where the sandbox was known to have
 				   nothing, as fresh as that (cache_created) */
 	bool inflight;
-	bool solo;              /* upload alone (a batch with it failed) */
-	unsigned failures;      /* consecutive failed uploads */
-	uint64_t fail_seq;      /* bumped by every failed upload */
+	bool solo;         /* upload alone (a batch with it failed) */
+	unsigned failures; /* consecutive failed uploads */
+	uint64_t fail_seq; /* bumped by every failed upload */
 	int last_err;
-	char *record_path;      /* the path in the dirty record */
+	char *record_path; /* the path in the dirty record */
 
-	long long last_used;    /* for eviction, monotonic ms */
+	long long last_used;         /* for eviction, monotonic ms */
 	struct cfile *dnext, *dprev; /* the dirty list */
 };
 
 /* A copy the sandbox still has of a file resent under a new name
  * (cache_resend), to be removed (cache_left.c). */
 struct left {
-	uint64_t id;            /* of its journal record */
+	uint64_t id; /* of its journal record */
 	char *path;
 	long long due_ms;
 	unsigned failures;
 };
 
 struct cache {
-	char *base;             /* CACHE_DIR/<sandbox id> */
-	char *dir;              /* this mount's slot of it (holder.h) */
-	struct node_table *nt;  /* the nodes the cfiles belong to */
-	int dir_fd;             /* @dir */
-	int files_fd;           /* .../files */
-	int journal_fd;         /* .../journal, O_APPEND (journal.c) */
+	char *base;            /* CACHE_DIR/<sandbox id> */
+	char *dir;             /* this mount's slot of it (holder.h) */
+	struct node_table *nt; /* the nodes the cfiles belong to */
+	int dir_fd;            /* @dir */
+	int files_fd;          /* .../files */
+	int journal_fd;        /* .../journal, O_APPEND (journal.c) */
 	int64_t journal_bytes;
 	int64_t journal_reserved; /* allocated up to here (journal.c) */
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* uploads done, dirty state changed */
 	int64_t max_size;
-	int64_t total_bytes;    /* bytes cached, all files */
-	struct cfile *dirty_first;    /* oldest first */
+	int64_t total_bytes;       /* bytes cached, all files */
+	struct cfile *dirty_first; /* oldest first */
 	struct cfile *dirty_last;
 	size_t ndirty;
-	unsigned unsynced;            /* journal lines since syncfs */
+	unsigned unsynced; /* journal lines since syncfs */
 	int64_t dirty_bytes;
 	size_t nfiles;
-	struct cfile **all;     /* every live cfile (for eviction) */
+	struct cfile **all; /* every live cfile (for eviction) */
 	size_t nall, all_cap;
 	struct left lefts[CACHE_LEFT_MAX]; /* copies to remove (cache_left.c) */
 	size_t nlefts;
@@ -195,8 +195,7 @@ void cache_lefts_free(struct cache *c);
  * its sandbox path and a new cfile holding the data (refs 1, dirty);
  * then clean leftovers go and the journal is compacted. The count of
  * records, or -errno (recover.c). */
-typedef void (*cache_recover_fn)(void *arg, const char *path,
-				 struct cfile *cf);
+typedef void (*cache_recover_fn)(void *arg, const char *path, struct cfile *cf);
 int cache_recover(struct cache *c, cache_recover_fn fn, void *arg);
 
 #endif /* OSBFS_CACHE_I_H */

@@ -68,8 +68,8 @@ int cache_left_add(struct cache *c, uint64_t id, const char *path,
 		free(copy);
 		return rc;
 	}
-	c->lefts[c->nlefts++] = (struct left){ .id = id, .path = copy,
-					       .due_ms = due_ms };
+	c->lefts[c->nlefts++] =
+		(struct left){ .id = id, .path = copy, .due_ms = due_ms };
 	return 0;
 }
 
@@ -156,7 +156,8 @@ void cache_lefts_done(struct cache *c, struct left_take *t, int rc)
 		} else if (l) {
 			/* tried again later, never in a loop */
 			l->failures++;
-			long backoff = 1000L << (l->failures < 7 ? l->failures : 6);
+			long backoff = 1000L
+				       << (l->failures < 7 ? l->failures : 6);
 			l->due_ms = now + (backoff < LEFT_BACKOFF_MAX_MS ?
 						   backoff :
 						   LEFT_BACKOFF_MAX_MS);

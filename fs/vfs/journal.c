@@ -12,9 +12,9 @@
  *   D <id>
  * "S" states what dirty file <id> (its data in files/<id>) is now; "L"
  * that the sandbox's file at path is a copy left behind by a file resent
- * under another name, to be removed; "D" says it is clean or gone. With dir=1 the record is of a directory made
- * or chmodded here (no data; base=absent: made here), not yet in the
- * sandbox. The last line about an id wins. Appending
+ * under another name, to be removed; "D" says it is clean or gone. With dir=1
+ * the record is of a directory made or chmodded here (no data; base=absent:
+ * made here), not yet in the sandbox. The last line about an id wins. Appending
  * costs microseconds where a file per record cost a create and a rename,
  * which made a burst of small files (tar x) crawl. The log is rewritten
  * with only the live records at start and when it grows big. Every line
@@ -51,7 +51,8 @@ static void record_line(FILE *m, const struct cfile *cf, const char *path)
 {
 	fprintf(m, "S %016llx", (unsigned long long)cf->id);
 	put_hex(m, "path", path);
-	fprintf(m, " mode=%o mtime=%lld.%09ld atime=%lld.%09ld times=%d chmod=%d",
+	fprintf(m,
+		" mode=%o mtime=%lld.%09ld atime=%lld.%09ld times=%d chmod=%d",
 		(unsigned)cf->m.mode, (long long)cf->m.mtime.tv_sec,
 		cf->m.mtime.tv_nsec, (long long)cf->m.atime.tv_sec,
 		cf->m.atime.tv_nsec, cf->m.times_set, cf->m.chmod_needed);
@@ -59,7 +60,8 @@ static void record_line(FILE *m, const struct cfile *cf, const char *path)
 		fprintf(m, " base=absent");
 	else if (cf->m.base == BASE_KNOWN)
 		fprintf(m, " base=%lld:%lld.%09ld", (long long)cf->m.base_size,
-			(long long)cf->m.base_mtime.tv_sec, cf->m.base_mtime.tv_nsec);
+			(long long)cf->m.base_mtime.tv_sec,
+			cf->m.base_mtime.tv_nsec);
 	else
 		fprintf(m, " base=unknown");
 	put_hex(m, "owner", cf->m.owner);
@@ -194,7 +196,8 @@ int journal_compact(struct cache *c)
 	if (!rc && renameat(c->dir_fd, "journal.tmp", c->dir_fd, "journal") < 0)
 		rc = -errno;
 	if (!rc) {
-		fd = openat(c->dir_fd, "journal", O_WRONLY | O_APPEND | O_CLOEXEC);
+		fd = openat(c->dir_fd, "journal",
+			    O_WRONLY | O_APPEND | O_CLOEXEC);
 		if (fd < 0) {
 			rc = -errno;
 		} else {
@@ -239,7 +242,8 @@ static int parse_record(char *rest, struct journal_record *r)
 			continue;
 		*eq++ = '\0';
 		if (strcmp(tok, "path") == 0) {
-			if (hex_decode(eq, strlen(eq), r->path, sizeof(r->path)))
+			if (hex_decode(eq, strlen(eq), r->path,
+				       sizeof(r->path)))
 				return -EINVAL;
 		} else if (strcmp(tok, "mode") == 0) {
 			r->m.mode = (mode_t)strtoul(eq, NULL, 8);
@@ -264,9 +268,11 @@ static int parse_record(char *rest, struct journal_record *r)
 				parse_ts(ts, &r->m.base_mtime);
 			}
 		} else if (strcmp(tok, "owner") == 0) {
-			hex_decode(eq, strlen(eq), r->m.owner, sizeof(r->m.owner));
+			hex_decode(eq, strlen(eq), r->m.owner,
+				   sizeof(r->m.owner));
 		} else if (strcmp(tok, "group") == 0) {
-			hex_decode(eq, strlen(eq), r->m.group, sizeof(r->m.group));
+			hex_decode(eq, strlen(eq), r->m.group,
+				   sizeof(r->m.group));
 		}
 	}
 	return r->path[0] == '/' ? 0 : -EINVAL;
@@ -274,8 +280,8 @@ static int parse_record(char *rest, struct journal_record *r)
 
 struct live {
 	uint64_t id;
-	char *line;  /* the rest of its last "S" or "L" line */
-	bool left;   /* an "L" */
+	char *line; /* the rest of its last "S" or "L" line */
+	bool left;  /* an "L" */
 };
 
 static struct live *find_live(struct live *v, size_t n, uint64_t id)

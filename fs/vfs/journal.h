@@ -13,7 +13,7 @@
 struct journal_record {
 	char path[8192];
 	struct fmeta m;
-	bool left;      /* a copy left at path, to remove: no data */
+	bool left; /* a copy left at path, to remove: no data */
 };
 
 /* Opens (makes) CACHE/journal for appending. 0 or -errno. */

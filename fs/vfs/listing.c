@@ -32,22 +32,22 @@
 /* A directory on the path of the entry being applied. */
 struct level {
 	struct node *n;
-	const char *name;       /* its name in the entry's path */
+	const char *name; /* its name in the entry's path */
 	size_t name_len;
-	bool complete;          /* its entries all came: it gets a listing */
-	bool raced;             /* it, or one above it, changed meanwhile */
+	bool complete; /* its entries all came: it gets a listing */
+	bool raced;    /* it, or one above it, changed meanwhile */
 };
 
 struct walk {
 	struct osbfs *fs;
-	uint64_t seq;           /* the node table's change_seq when asked */
+	uint64_t seq; /* the node table's change_seq when asked */
 	long long asked, now;
-	int depth;              /* levels the answer covers */
-	const char *last;       /* a cut answer's last entry, else NULL */
-	bool ours;              /* not asked: every child known stays */
+	int depth;        /* levels the answer covers */
+	const char *last; /* a cut answer's last entry, else NULL */
+	bool ours;        /* not asked: every child known stays */
 	size_t bad;
 	struct level lv[WALK_DEPTH + 1];
-	struct node **done;     /* directories given a listing */
+	struct node **done; /* directories given a listing */
 	size_t ndone, done_cap;
 };
 
@@ -114,11 +114,10 @@ static void take_attr(struct walk *w, struct node *c, const struct fattr *a)
 {
 	if (node_has_local(w->fs, c) || raced(w, c))
 		return;
-	if (c->link_target &&
-	    (a->type != OSB_SYMLINK ||
-	     a->size != (int64_t)strlen(c->link_target) ||
-	     a->mtime.tv_sec != c->attr.mtime.tv_sec ||
-	     a->mtime.tv_nsec != c->attr.mtime.tv_nsec)) {
+	if (c->link_target && (a->type != OSB_SYMLINK ||
+			       a->size != (int64_t)strlen(c->link_target) ||
+			       a->mtime.tv_sec != c->attr.mtime.tv_sec ||
+			       a->mtime.tv_nsec != c->attr.mtime.tv_nsec)) {
 		/* another link now: its target is to be read again */
 		free(c->link_target);
 		c->link_target = NULL;
@@ -149,7 +148,8 @@ static int apply(struct walk *w, const struct rdent *e)
 			goto bad;
 		off[m] = i;
 		const char *slash = strchr(rel + i, '/');
-		size_t len = slash ? (size_t)(slash - rel - i) : strlen(rel + i);
+		size_t len =
+			slash ? (size_t)(slash - rel - i) : strlen(rel + i);
 		char name[256];
 		if (len == 0 || len > 255)
 			goto bad;
@@ -221,10 +221,10 @@ static int fetch(struct osbfs *fs, struct held *h, int depth)
 		    cache_only_local(fs->cache, d->cf);
 	pthread_mutex_unlock(&fs->nodes.lock);
 
-	int rc = ours ? 0 :
-			remote_walk(fs, h->path, depth,
-				    depth > 1 ? WALK_MAX : 0, &ents, &n, &cut,
-				    &w.depth);
+	int rc =
+		ours ? 0 :
+		       remote_walk(fs, h->path, depth, depth > 1 ? WALK_MAX : 0,
+				   &ents, &n, &cut, &w.depth);
 	if (ours)
 		w.depth = 1;
 	w.ours = ours;
@@ -241,15 +241,17 @@ static int fetch(struct osbfs *fs, struct held *h, int depth)
 		ours = d->cf && cache_only_local(fs->cache, d->cf);
 		pthread_mutex_unlock(&fs->nodes.lock);
 		if (ours)
-			rc = 0; /* not in the sandbox yet: what is here is all */
+			rc = 0; /* not in the sandbox yet: what is here is all
+				 */
 		w.ours = ours;
 	}
 	if (rc) {
 		if (rc == -ENOENT) {
 			pthread_mutex_lock(&fs->nodes.lock);
 			if (!raced(&w, d) && d != fs->nodes.root)
-				node_set_negative(d, w.asked +
-						  fs->opt->negative_timeout_ms);
+				node_set_negative(
+					d,
+					w.asked + fs->opt->negative_timeout_ms);
 			pthread_mutex_unlock(&fs->nodes.lock);
 		}
 		return rc;
@@ -258,7 +260,8 @@ static int fetch(struct osbfs *fs, struct held *h, int depth)
 	w.now = mono_ms();
 	w.last = cut && n ? ents[n - 1].name : NULL;
 	pthread_mutex_lock(&fs->nodes.lock);
-	w.lv[0] = (struct level){ .n = d, .raced = raced(&w, d),
+	w.lv[0] = (struct level){ .n = d,
+				  .raced = raced(&w, d),
 				  .complete = !cut };
 	if (cut)
 		d->walk_cut = true; /* too big: one level at a time */

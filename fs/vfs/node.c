@@ -116,9 +116,8 @@ static void name_insert(struct node_table *nt, struct node *n)
 
 static void name_remove(struct node_table *nt, struct node *n)
 {
-	struct node **pp =
-		&nt->by_name[hash_name(n->parent->ino, n->name,
-				       nt->name_buckets)];
+	struct node **pp = &nt->by_name[hash_name(n->parent->ino, n->name,
+						  nt->name_buckets)];
 	for (; *pp; pp = &(*pp)->name_next) {
 		if (*pp == n) {
 			*pp = n->name_next;
@@ -231,7 +230,8 @@ void node_unlink(struct node_table *nt, struct node *n)
 	/* stale children (negative entries, forgotten names) go too; each
 	 * leaves the list as it goes (the analyzer loses that track) */
 	while (n->child_first)
-		node_unlink(nt, n->child_first); /* NOLINT(clang-analyzer-unix.Malloc) */
+		/* NOLINTNEXTLINE(clang-analyzer-unix.Malloc) */
+		node_unlink(nt, n->child_first);
 	if (!n->parent)
 		return;
 	name_remove(nt, n);
@@ -383,8 +383,8 @@ void node_invalidate(struct node *n)
 	n->link_target = NULL;
 }
 
-void node_for_each(struct node_table *nt,
-		   void (*fn)(struct node *n, void *arg), void *arg)
+void node_for_each(struct node_table *nt, void (*fn)(struct node *n, void *arg),
+		   void *arg)
 {
 	for (size_t i = 0; i < nt->ino_buckets; i++)
 		for (struct node *n = nt->by_ino[i]; n; n = n->ino_next)

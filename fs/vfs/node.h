@@ -32,10 +32,10 @@
 struct fattr {
 	enum osb_ftype type;
 	int64_t size;
-	mode_t mode;            /* permission bits (and special bits) */
+	mode_t mode; /* permission bits (and special bits) */
 	struct timespec mtime;
 	struct timespec ctime;
-	char owner[64];         /* names in the sandbox */
+	char owner[64]; /* names in the sandbox */
 	char group[64];
 };
 
@@ -43,15 +43,15 @@ struct cfile;
 
 struct node {
 	uint64_t ino;
-	struct node *parent;    /* NULL for the root and for unlinked nodes */
+	struct node *parent; /* NULL for the root and for unlinked nodes */
 	char *name;
-	uint64_t nlookup;       /* the kernel's references */
-	unsigned refs;          /* ours: handles, in-flight operations */
-	bool unlinked;          /* no longer in the tree */
+	uint64_t nlookup; /* the kernel's references */
+	unsigned refs;    /* ours: handles, in-flight operations */
+	bool unlinked;    /* no longer in the tree */
 
 	/* attribute cache */
 	bool attr_valid;
-	long long attr_expiry;  /* monotonic ms */
+	long long attr_expiry; /* monotonic ms */
 	struct fattr attr;
 	/* negative entry: the name is known not to exist until neg_expiry */
 	long long neg_expiry;
@@ -59,24 +59,24 @@ struct node {
 	/* directory listing cache: children listed at list_gen */
 	bool list_valid;
 	long long list_expiry;
-	uint64_t list_gen;      /* bumped when the listing is refetched */
-	uint64_t listed_gen;    /* the parent's list_gen when we were in it */
-	uint64_t change_gen;    /* the table's change_seq at our last change
-				   under this dir, or of this node (an
-				   upload landed, times were set): an answer
-				   asked for before it is older than what we
-				   know */
-	bool listing;           /* a listing is being fetched (dir_load) */
-	long long listed_at;    /* monotonic ms when the last listing that
-				   made list_valid was asked for */
-	size_t list_count;      /* children at the last listing, give or
-				   take our own changes since */
-	bool walk_cut;          /* its subtree is too big for one listing
-				   (listing.c) */
-	bool list_ours;         /* the listing is what we made (a new
-				   directory), not an answer of the sandbox */
+	uint64_t list_gen;   /* bumped when the listing is refetched */
+	uint64_t listed_gen; /* the parent's list_gen when we were in it */
+	uint64_t change_gen; /* the table's change_seq at our last change
+				under this dir, or of this node (an
+				upload landed, times were set): an answer
+				asked for before it is older than what we
+				know */
+	bool listing;        /* a listing is being fetched (dir_load) */
+	long long listed_at; /* monotonic ms when the last listing that
+				made list_valid was asked for */
+	size_t list_count;   /* children at the last listing, give or
+				take our own changes since */
+	bool walk_cut;       /* its subtree is too big for one listing
+				(listing.c) */
+	bool list_ours;      /* the listing is what we made (a new
+				directory), not an answer of the sandbox */
 
-	char *link_target;      /* cached readlink */
+	char *link_target; /* cached readlink */
 
 	/* times set on a directory whose files are still uploading: the
 	 * uploads would change its mtime again, so they are applied after
@@ -84,21 +84,21 @@ struct node {
 	bool times_pending;
 	struct timespec pending_mtime;
 	struct timespec pending_atime;
-	uint64_t dirty_mark;    /* == the table's mark_seq: a dirty file is
-				   at or below it (writeback.c) */
+	uint64_t dirty_mark; /* == the table's mark_seq: a dirty file is
+				at or below it (writeback.c) */
 
-	struct cfile *cf;       /* local content (cache.h), or NULL */
+	struct cfile *cf; /* local content (cache.h), or NULL */
 
 	/* the kernel's cache of this directory's entries (ops_dir.c) */
-	uint64_t rd_sig;        /* what it was last reset to hold */
-	unsigned rd_open;       /* handles open that may fill it */
-	bool rd_mixed;          /* one of them may hold other entries */
+	uint64_t rd_sig;  /* what it was last reset to hold */
+	unsigned rd_open; /* handles open that may fill it */
+	bool rd_mixed;    /* one of them may hold other entries */
 
 	/* reads of a directory's files, to see a walk (pull.c) */
-	long long cold_at;      /* monotonic ms of the last cold read */
-	unsigned cold_reads;    /* in a row, each soon after the last */
-	long long pulled_at;    /* its files were last pulled (0: never) */
-	bool pulling;           /* in a pull under way: a read waits */
+	long long cold_at;   /* monotonic ms of the last cold read */
+	unsigned cold_reads; /* in a row, each soon after the last */
+	long long pulled_at; /* its files were last pulled (0: never) */
+	bool pulling;        /* in a pull under way: a read waits */
 
 	/* hash chains */
 	struct node *ino_next;
@@ -110,10 +110,10 @@ struct node {
 
 struct node_table {
 	pthread_mutex_t lock;
-	pthread_cond_t listed;  /* with lock: a node's listing is done */
+	pthread_cond_t listed; /* with lock: a node's listing is done */
 	uint64_t next_ino;
-	uint64_t change_seq;    /* counts our changes (change_gen) */
-	uint64_t mark_seq;      /* for dirty_mark */
+	uint64_t change_seq; /* counts our changes (change_gen) */
+	uint64_t mark_seq;   /* for dirty_mark */
 	struct node **by_ino;
 	size_t ino_buckets;
 	struct node **by_name;
@@ -165,8 +165,8 @@ void node_invalidate(struct node *n);
 /* Drops every cached attribute, listing and negative entry. */
 void node_invalidate_all(struct node_table *nt);
 /* Calls @fn for each node; @fn may not free nodes. */
-void node_for_each(struct node_table *nt,
-		   void (*fn)(struct node *n, void *arg), void *arg);
+void node_for_each(struct node_table *nt, void (*fn)(struct node *n, void *arg),
+		   void *arg);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 long long mono_ms(void);

@@ -20,19 +20,19 @@
 #include "ops.h"
 
 struct inval {
-	fuse_ino_t parent;      /* 0: an inode, else a name under parent */
+	fuse_ino_t parent; /* 0: an inode, else a name under parent */
 	fuse_ino_t ino;
 	char *name;
 };
 
 struct notifier {
-	pthread_mutex_t lock;   /* guards the queue and stop */
+	pthread_mutex_t lock; /* guards the queue and stop */
 	pthread_cond_t cond;
 	struct inval *q;
 	size_t n, cap;
 	bool stop;
-	uint64_t queued;        /* batches handed to the thread */
-	uint64_t done;          /* batches it has sent to the kernel */
+	uint64_t queued; /* batches handed to the thread */
+	uint64_t done;   /* batches it has sent to the kernel */
 	pthread_cond_t done_cond;
 	pthread_t thread;
 };
@@ -129,8 +129,8 @@ static void *notifier_thread(void *arg)
 					fs->se, q[i].parent, q[i].name,
 					strlen(q[i].name));
 			else
-				fuse_lowlevel_notify_inval_inode(fs->se,
-								 q[i].ino, 0, 0);
+				fuse_lowlevel_notify_inval_inode(
+					fs->se, q[i].ino, 0, 0);
 			free(q[i].name);
 		}
 		free(q);

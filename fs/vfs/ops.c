@@ -42,9 +42,8 @@ int held_child(struct osbfs *fs, fuse_ino_t parent, const char *name,
 	ret->path = NULL;
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct node *p = node_by_ino(&fs->nodes, parent);
-	struct node *n = p && !p->unlinked ?
-				 node_child_get(&fs->nodes, p, name) :
-				 NULL;
+	struct node *n =
+		p && !p->unlinked ? node_child_get(&fs->nodes, p, name) : NULL;
 	char *path = n ? node_path(&fs->nodes, n) : NULL;
 	if (path)
 		node_ref(n);
@@ -224,9 +223,8 @@ static bool listing_answers(struct osbfs *fs, const struct node *p)
  * @since: 0 (in *ret), -ENOENT (not in it), or 1 when the listing does
  * not say (it failed, raced a change, or the node moved).
  */
-static int attr_from_listing(struct osbfs *fs, struct held *h,
-			     struct held *ph, long long since,
-			     struct fattr *ret)
+static int attr_from_listing(struct osbfs *fs, struct held *h, struct held *ph,
+			     long long since, struct fattr *ret)
 {
 	if (dir_refresh(fs, ph, since))
 		return 1;
@@ -355,7 +353,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ctl_lookup(req, parent, name);
 		return;
 	}
-	if (parent == NODE_ROOT_INO && strcmp(name, fs->opt->control_dir) == 0) {
+	if (parent == NODE_ROOT_INO &&
+	    strcmp(name, fs->opt->control_dir) == 0) {
 		ctl_lookup_root(req);
 		return;
 	}
@@ -472,8 +471,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	held_put(fs, &h);
 }
 
-int file_changed(struct osbfs *fs, struct held *h, struct cfile *cf,
-		 bool meta)
+int file_changed(struct osbfs *fs, struct held *h, struct cfile *cf, bool meta)
 {
 	if (!h->path)
 		return 0;
@@ -610,7 +608,9 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 		return 0;
 	}
 
-	struct rtimes t = { .path = h->path, .mtime = mt, .atime = at,
+	struct rtimes t = { .path = h->path,
+			    .mtime = mt,
+			    .atime = at,
 			    .nofollow = a.type == OSB_SYMLINK };
 	rc = remote_times(fs, &t, 1);
 	if (!rc) {
@@ -652,9 +652,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		rc = do_truncate(fs, &h, attr->st_size);
 	if (!rc && (to_set & FUSE_SET_ATTR_MODE))
 		rc = do_chmod(fs, &h, attr->st_mode);
-	if (!rc && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
-			      FUSE_SET_ATTR_ATIME_NOW |
-			      FUSE_SET_ATTR_MTIME_NOW)))
+	if (!rc &&
+	    (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+		       FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)))
 		rc = do_times(fs, &h, attr, to_set);
 	if (!rc)
 		rc = node_attr(fs, &h, NULL);

@@ -85,8 +85,8 @@ void dir_changed(struct osbfs *fs, struct node *parent, struct node *child);
 void dir_name_gone(struct osbfs *fs, struct node *parent, const char *name);
 
 /* Downloads whatever of [off, off+len) the cache file lacks. */
-int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf,
-	       int64_t off, int64_t len);
+int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf, int64_t off,
+	       int64_t len);
 /*
  * file_prepare() - @h's cfile (made if missing), ready for use: when it
  * has no local changes, its validator and size are the sandbox's (@a),
@@ -100,8 +100,7 @@ int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf);
 /* Records a change of @h's content (@meta: of its mode or times) for
  * upload, in its journal record; nothing for an orphan, whose data never
  * goes to the sandbox. */
-int file_changed(struct osbfs *fs, struct held *h, struct cfile *cf,
-		 bool meta);
+int file_changed(struct osbfs *fs, struct held *h, struct cfile *cf, bool meta);
 /* Before @h's name goes away (unlink, rename over it): if the file is
  * open, its content is made whole locally, so its readers can go on
  * reading it as an orphan. Best effort: what cannot be fetched reads as

@@ -25,7 +25,7 @@
 
 struct dent {
 	char *name;
-	struct node *node;      /* NULL for . and .. and the control dir */
+	struct node *node; /* NULL for . and .. and the control dir */
 	fuse_ino_t ino;
 	mode_t type;
 };
@@ -33,7 +33,7 @@ struct dent {
 struct dirh {
 	struct dent *e;
 	size_t n;
-	struct node *dir;       /* counted in its rd_open */
+	struct node *dir; /* counted in its rd_open */
 };
 
 static int dent_cmp(const void *a, const void *b)
@@ -165,7 +165,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 			if (c->listed_gen != d->list_gen ||
 			    node_negative(c, now))
 				continue;
-			mode_t t = c->attr.type == OSB_DIR ? S_IFDIR :
+			mode_t t = c->attr.type == OSB_DIR     ? S_IFDIR :
 				   c->attr.type == OSB_SYMLINK ? S_IFLNK :
 								 S_IFREG;
 			rc = dirh_add(dh, &cap, c->name, c, c->ino, t);
@@ -208,7 +208,8 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 		struct dent *d = &dh->e[i];
 		size_t need;
 		if (!plus) {
-			struct stat st = { .st_ino = d->ino, .st_mode = d->type };
+			struct stat st = { .st_ino = d->ino,
+					   .st_mode = d->type };
 			need = fuse_add_direntry(req, buf + used, size - used,
 						 d->name, &st, (off_t)(i + 1));
 		} else {
@@ -246,8 +247,8 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 	free(buf);
 }
 
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-		       off_t off, struct fuse_file_info *fi)
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
 {
 	if (ctl_is_ino(ino)) {
 		ctl_readdir(req, ino, size, off, fi, false);
@@ -466,7 +467,8 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ctl_rmdir(req, parent, name);
 		return;
 	}
-	if (parent == NODE_ROOT_INO && strcmp(name, fs->opt->control_dir) == 0) {
+	if (parent == NODE_ROOT_INO &&
+	    strcmp(name, fs->opt->control_dir) == 0) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
@@ -529,8 +531,8 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!rc) {
 		pthread_rwlock_wrlock(&fs->path_lock);
 		pthread_mutex_lock(&fs->nodes.lock);
-		bool only_local = h.n->cf &&
-				  cache_only_local(fs->cache, h.n->cf);
+		bool only_local =
+			h.n->cf && cache_only_local(fs->cache, h.n->cf);
 		pthread_mutex_unlock(&fs->nodes.lock);
 		/* made here and never uploaded: nothing to delete there */
 		if (!only_local)

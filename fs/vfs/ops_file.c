@@ -41,8 +41,8 @@ struct fh {
 	struct cfile *cf;
 	bool writer;
 	bool append;
-	uint64_t version;       /* of cf's content when opened */
-	struct cache_window w;  /* read-ahead (under the cache's lock) */
+	uint64_t version;      /* of cf's content when opened */
+	struct cache_window w; /* read-ahead (under the cache's lock) */
 };
 
 /* Says that @h changed in the sandbox while open, and has the kernel
@@ -63,8 +63,8 @@ static void tell_changed(struct osbfs *fs, struct held *h)
  * handles of @version fail from now on, and the next open reads the new
  * version whole. Returns -ESTALE, or 0 if local changes hold the file.
  */
-static int file_went_stale(struct osbfs *fs, struct held *h,
-			   struct cfile *cf, uint64_t version)
+static int file_went_stale(struct osbfs *fs, struct held *h, struct cfile *cf,
+			   uint64_t version)
 {
 	bool local;
 	pthread_mutex_lock(&fs->nodes.lock);
@@ -89,8 +89,8 @@ static int fetch_remote(void *arg, int64_t off, int64_t len, int64_t size,
 	return remote_fetch(fa->fs, fa->path, off, len, size, sink, sink_arg);
 }
 
-int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf,
-	       int64_t off, int64_t len)
+int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf, int64_t off,
+	       int64_t len)
 {
 	struct fetch_arg fa = { fs, h->path };
 	uint64_t version;
@@ -123,8 +123,8 @@ int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf)
  * here, since a ranged answer states the size alone. Asked after the
  * fetch, so a change made before it, or during it, is seen.
  */
-static int read_revalidate(struct osbfs *fs, struct held *h,
-			   struct cfile *cf, uint64_t version)
+static int read_revalidate(struct osbfs *fs, struct held *h, struct cfile *cf,
+			   uint64_t version)
 {
 	struct fattr a;
 	int rc = node_attr(fs, h, &a);
@@ -376,14 +376,13 @@ static int fetch_ahead(void *arg, int64_t off, int64_t len, int64_t size,
 		       osb_sink_fn sink, void *sink_arg)
 {
 	struct ahead *a = arg;
-	int rc = remote_fetch(a->fs, a->h.path, off, len, size, sink,
-			      sink_arg);
+	int rc = remote_fetch(a->fs, a->h.path, off, len, size, sink, sink_arg);
 	struct fattr at;
 	if (!rc)
 		rc = node_attr(a->fs, &a->h, &at);
 	if (!rc && (at.type != OSB_FILE ||
-		    !cache_is_version(a->fs->cache, a->cf, a->version,
-				      at.size, &at.mtime)))
+		    !cache_is_version(a->fs->cache, a->cf, a->version, at.size,
+				      &at.mtime)))
 		rc = -ESTALE;
 	return rc;
 }
@@ -473,8 +472,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ssize_t n = cache_pread(fs->cache, cf, f->version, buf, (size_t)len,
-				off);
+	ssize_t n =
+		cache_pread(fs->cache, cf, f->version, buf, (size_t)len, off);
 	/* claimed before the reply: the handle may go once it is sent */
 	struct ahead a = { 0 };
 	if (n > 0)

@@ -51,11 +51,11 @@ static atomic_llong pause_until;
 /* the background puller (one mount per process) */
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t wake;    /* next is set, or stop */
-	pthread_cond_t done;    /* a pull ended: its nodes are not pulling */
+	pthread_cond_t wake; /* next is set, or stop */
+	pthread_cond_t done; /* a pull ended: its nodes are not pulling */
 	pthread_t thread;
 	bool started, stop;
-	struct node *next;      /* where to go on (held), or NULL */
+	struct node *next; /* where to go on (held), or NULL */
 } bg = { .lock = PTHREAD_MUTEX_INITIALIZER,
 	 .wake = PTHREAD_COND_INITIALIZER,
 	 .done = PTHREAD_COND_INITIALIZER };
@@ -70,8 +70,8 @@ static bool bg_stopping(void)
 
 struct cand {
 	struct node *n;
-	char *rel;              /* its path below the mount's root */
-	struct fattr a;         /* as listed */
+	char *rel;      /* its path below the mount's root */
+	struct fattr a; /* as listed */
 };
 
 struct pull {
@@ -235,8 +235,8 @@ static int from_archive(void *arg, int64_t off, int64_t len, int64_t size,
 	if (size != m->size || off < 0 || len < 0 || off + len > m->size)
 		return -ESTALE;
 	while (len > 0) {
-		size_t want = len < (int64_t)sizeof(buf) ? (size_t)len :
-							    sizeof(buf);
+		size_t want =
+			len < (int64_t)sizeof(buf) ? (size_t)len : sizeof(buf);
 		ssize_t r = pread(m->fd, buf, want, (off_t)(m->off + off));
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -263,8 +263,8 @@ static size_t unpack(struct osbfs *fs, int fd, int64_t size, struct pull *p)
 	while ((rc = osb_tar_next(fd, &pos, size, &e)) == 1) {
 		struct cand key = { .rel = e.path };
 		struct cand *c = e.type == '0' ?
-					 bsearch(&key, p->c, p->n, sizeof(*p->c),
-						 cand_cmp) :
+					 bsearch(&key, p->c, p->n,
+						 sizeof(*p->c), cand_cmp) :
 					 NULL;
 		if (c && c->a.size == e.size &&
 		    c->a.mtime.tv_sec == e.mtime.tv_sec &&

@@ -29,17 +29,17 @@
 /* Another slot, whose journal is being taken up. */
 struct other {
 	char dir[PATH_MAX];
-	int lock_fd;            /* its lock, held meanwhile */
+	int lock_fd; /* its lock, held meanwhile */
 	int dir_fd;
 	int files_fd;
-	int count;              /* records taken up */
+	int count; /* records taken up */
 };
 
 struct replay {
 	struct cache *c;
 	cache_recover_fn fn;
 	void *arg;
-	struct other *from;     /* NULL for this slot's own journal */
+	struct other *from; /* NULL for this slot's own journal */
 };
 
 static bool id_known(struct cache *c, uint64_t id)
@@ -225,12 +225,14 @@ static void recovered(void *arg, const char *path, struct cfile *cf)
 		/* outside what this mount shows: upload it right here */
 		int rc;
 		if (cf->m.dir) {
-			struct rdir d = { .path = path, .mode = cf->m.mode,
+			struct rdir d = { .path = path,
+					  .mode = cf->m.mode,
 					  .owner = cf->m.owner,
 					  .group = cf->m.group };
 			rc = remote_dirs(fs, &d, 1);
 		} else {
-			struct rupload u = { .path = path, .size = cf->size,
+			struct rupload u = { .path = path,
+					     .size = cf->size,
 					     .mode = cf->m.mode,
 					     .owner = cf->m.owner,
 					     .group = cf->m.group };

@@ -177,8 +177,8 @@ char *remote_once_script(const char *ops_dir, const char *id,
 {
 	char *out = NULL;
 	const char *sweep_cmd =
-		sweep ? "find \"$d\" -type f -mmin +" STR(OPS_KEEP_MIN)
-			" -delete 2>/dev/null\n" :
+		sweep ? "find \"$d\" -type f -mmin +" STR(
+				OPS_KEEP_MIN) " -delete 2>/dev/null\n" :
 			"";
 	if (asprintf(&out, once_fmt, ops_dir, id, sweep_cmd, script) < 0)
 		return NULL;
@@ -334,8 +334,8 @@ static int parse_stat_line(const char *line, struct fattr *a)
 	long long size;
 
 	memset(a, 0, sizeof(*a));
-	if (sscanf(line, "%x %lld %47s %47s %31s %31s", &rawmode, &size,
-		   mtime, ctime, a->owner, a->group) != 6)
+	if (sscanf(line, "%x %lld %47s %47s %31s %31s", &rawmode, &size, mtime,
+		   ctime, a->owner, a->group) != 6)
 		return -EPROTO;
 	switch (rawmode & S_IFMT) {
 	case S_IFDIR:
@@ -636,9 +636,8 @@ static int download(struct osbfs *fs, const char *path, int64_t off,
 				     &cs, ret_size, &err);
 	if (rc && again(fs, rc) && (len < 0 || cs.got < len))
 		rc = osb_file_download_sized(fs->sb, p, off + cs.got,
-					     len < 0 ? len : len - cs.got,
-					     size, counted_sink, &cs,
-					     ret_size, &err);
+					     len < 0 ? len : len - cs.got, size,
+					     counted_sink, &cs, ret_size, &err);
 	if (alias)
 		alias_drop(fs, alias);
 	if (rc == -ESTALE && size >= 0)
@@ -647,15 +646,14 @@ static int download(struct osbfs *fs, const char *path, int64_t off,
 }
 
 int remote_download(struct osbfs *fs, const char *path, int64_t off,
-		    int64_t len, osb_sink_fn sink, void *arg,
-		    int64_t *ret_size)
+		    int64_t len, osb_sink_fn sink, void *arg, int64_t *ret_size)
 {
 	return download(fs, path, off, len, OSB_SIZE_GROWS, sink, arg,
 			ret_size);
 }
 
-int remote_fetch(struct osbfs *fs, const char *path, int64_t off,
-		 int64_t len, int64_t size, osb_sink_fn sink, void *arg)
+int remote_fetch(struct osbfs *fs, const char *path, int64_t off, int64_t len,
+		 int64_t size, osb_sink_fn sink, void *arg)
 {
 	return download(fs, path, off, len, size, sink, arg, NULL);
 }
@@ -702,8 +700,8 @@ int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n)
 }
 
 /* The archive of remote_unpack() (its size, or -errno). */
-static int64_t pack(const struct rupload *u, const struct rtimes *t,
-		    size_t n, int out)
+static int64_t pack(const struct rupload *u, const struct rtimes *t, size_t n,
+		    int out)
 {
 	int rc = 0;
 	for (size_t i = 0; !rc && i < n; i++) {
@@ -735,7 +733,10 @@ int remote_unpack(struct osbfs *fs, const struct rupload *u,
 	snprintf(path, sizeof(path), ALIAS_DIR "/pack-%016llx.tar",
 		 random_id());
 	struct rupload up = {
-		.path = path, .fd = tmp_fd, .size = size, .mode = 0600,
+		.path = path,
+		.fd = tmp_fd,
+		.size = size,
+		.mode = 0600,
 	};
 	int rc = remote_upload(fs, &up, 1);
 	if (rc)
@@ -757,7 +758,9 @@ int remote_unpack(struct osbfs *fs, const struct rupload *u,
 		log_error("unpacking %lld bytes of new files in the sandbox "
 			  "failed (%d): %s; they go in an ordinary upload",
 			  (long long)size, code,
-			  out && *out ? out : errout && *errout ? errout : "");
+			  out && *out       ? out :
+			  errout && *errout ? errout :
+					      "");
 		rc = -EIO;
 	}
 	free(out);
@@ -770,8 +773,7 @@ int remote_unpack(struct osbfs *fs, const struct rupload *u,
  * go by command. */
 static bool api_mode(const char *path, mode_t mode)
 {
-	return osb_path_is_safe(path) && (mode & 07777) != 0 &&
-	       !(mode & 07000);
+	return osb_path_is_safe(path) && (mode & 07777) != 0 && !(mode & 07000);
 }
 
 static int mkdir_by_command(struct osbfs *fs, const char *path, mode_t mode)
@@ -809,8 +811,8 @@ static int file_sink_write(void *arg, const void *data, size_t len)
 	return rc;
 }
 
-int remote_pull(struct osbfs *fs, const char *dir, char *const *names,
-		size_t n, int64_t max_bytes, int out, int64_t *ret_size)
+int remote_pull(struct osbfs *fs, const char *dir, char *const *names, size_t n,
+		int64_t max_bytes, int out, int64_t *ret_size)
 {
 	char path[64];
 	snprintf(path, sizeof(path), ALIAS_DIR "/pull-%016llx.tar",
@@ -824,10 +826,11 @@ int remote_pull(struct osbfs *fs, const char *dir, char *const *names,
 	int rc = qdir ? 0 : -ENOMEM;
 	/* --ignore-failed-read: a file gone since its listing is left out;
 	 * one that changes while read makes tar fail (exit 1) */
-	fprintf(m, "command -v tar >/dev/null || exit 127\n"
-		   "mkdir -p " ALIAS_DIR " && cd -- %s || exit 3\n"
-		   "tar --format=posix --no-recursion --ignore-failed-read "
-		   "-c -f %s --",
+	fprintf(m,
+		"command -v tar >/dev/null || exit 127\n"
+		"mkdir -p " ALIAS_DIR " && cd -- %s || exit 3\n"
+		"tar --format=posix --no-recursion --ignore-failed-read "
+		"-c -f %s --",
 		qdir ? qdir : "/", path);
 	free(qdir);
 	for (size_t i = 0; !rc && i < n; i++) {
@@ -838,8 +841,7 @@ int remote_pull(struct osbfs *fs, const char *dir, char *const *names,
 			fprintf(m, " %s", q);
 		free(q);
 	}
-	fprintf(m, " 2>&1 >/dev/null || { r=$?; rm -f %s; exit $r; }\n",
-		path);
+	fprintf(m, " 2>&1 >/dev/null || { r=$?; rm -f %s; exit $r; }\n", path);
 	if (fclose(m) != 0)
 		rc = -ENOMEM;
 	char *outs = NULL, *errs = NULL;
@@ -854,7 +856,9 @@ int remote_pull(struct osbfs *fs, const char *dir, char *const *names,
 		log_debug("packing %zu files of %s in the sandbox failed (%d): "
 			  "%s; they are read one by one",
 			  n, dir, code,
-			  outs && *outs ? outs : errs && *errs ? errs : "");
+			  outs && *outs ? outs :
+			  errs && *errs ? errs :
+					  "");
 		rc = -EIO;
 	}
 	free(outs);
@@ -1110,7 +1114,8 @@ static void times_python(FILE *m, const struct rtimes *t, size_t n)
 	      "python3 - <<'OSBFS_TIMES'\n"
 	      "import os, sys\n"
 	      "f = 0\n"
-	      "for h, m, a, nf, c in [\n", m);
+	      "for h, m, a, nf, c in [\n",
+	      m);
 	for (size_t i = 0; i < n; i++) {
 		fputs("(\"", m);
 		hex_put(m, t[i].path);
@@ -1124,7 +1129,8 @@ static void times_python(FILE *m, const struct rtimes *t, size_t n)
 	      "    p = bytes.fromhex(h)\n"
 	      "    try:\n"
 	      "        if a < 0:\n"
-	      "            a = (os.lstat(p) if nf else os.stat(p)).st_atime_ns\n"
+	      "            a = (os.lstat(p) if nf else "
+	      "os.stat(p)).st_atime_ns\n"
 	      "        os.utime(p, ns=(a, m), follow_symlinks=not nf)\n"
 	      "        if c >= 0:\n"
 	      "            os.chmod(p, c)\n"
@@ -1135,7 +1141,8 @@ static void times_python(FILE *m, const struct rtimes *t, size_t n)
 	      "        print(e, file=sys.stderr)\n"
 	      "sys.exit(f)\n"
 	      "OSBFS_TIMES\n"
-	      "else\n", m);
+	      "else\n",
+	      m);
 }
 
 int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n)
@@ -1162,8 +1169,8 @@ int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n)
 	if (fclose(m) != 0)
 		rc = -ENOMEM;
 	if (!rc)
-		rc = shell_do(fs, script, SHELL_IDEMPOTENT, "set times of", t[0].path,
-			      NULL);
+		rc = shell_do(fs, script, SHELL_IDEMPOTENT, "set times of",
+			      t[0].path, NULL);
 	free(script);
 	return rc;
 }
@@ -1210,8 +1217,8 @@ int remote_statfs(struct osbfs *fs, const char *path, struct statvfs *ret)
 {
 	char *out = NULL;
 	unsigned long long bsize, blocks, bfree, bavail, files, ffree, namemax;
-	char *cmd = shell_cmd("stat -f -c '%%S %%b %%f %%a %%c %%d %%l' -- %s%s",
-			      path, NULL);
+	char *cmd = shell_cmd(
+		"stat -f -c '%%S %%b %%f %%a %%c %%d %%l' -- %s%s", path, NULL);
 	if (!cmd)
 		return -ENOMEM;
 	int rc = shell_do(fs, cmd, SHELL_IDEMPOTENT, "statfs", path, &out);

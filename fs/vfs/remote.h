@@ -20,8 +20,8 @@
 
 struct rdent {
 	char *name;
-	size_t name_len;        /* bytes the sandbox sent for it: more than
-				 * strlen(name) if they held a NUL */
+	size_t name_len; /* bytes the sandbox sent for it: more than
+			  * strlen(name) if they held a NUL */
 	struct fattr attr;
 };
 void rdent_array_free(struct rdent *d, size_t n);
@@ -53,8 +53,8 @@ int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
  * meanwhile is left out. -ENOTSUP: the sandbox has no tar; -EIO: tar
  * failed (a file changed while it was read); -errno.
  */
-int remote_pull(struct osbfs *fs, const char *dir, char *const *names,
-		size_t n, int64_t max_bytes, int out, int64_t *ret_size);
+int remote_pull(struct osbfs *fs, const char *dir, char *const *names, size_t n,
+		int64_t max_bytes, int out, int64_t *ret_size);
 /* Bytes of a file that is only appended to (a job's output): a part of
  * the download may see it grow, not shrink. */
 int remote_download(struct osbfs *fs, const char *path, int64_t off,
@@ -62,15 +62,15 @@ int remote_download(struct osbfs *fs, const char *path, int64_t off,
 		    int64_t *ret_size);
 /* Bytes of the version of @path that is @size bytes long: -ESTALE (not
  * logged: the caller says what it means) if the sandbox has another. */
-int remote_fetch(struct osbfs *fs, const char *path, int64_t off,
-		 int64_t len, int64_t size, osb_sink_fn sink, void *arg);
+int remote_fetch(struct osbfs *fs, const char *path, int64_t off, int64_t len,
+		 int64_t size, osb_sink_fn sink, void *arg);
 
 struct rupload {
 	const char *path;
 	int fd;
 	int64_t size;
 	mode_t mode;
-	const char *owner;      /* NULL or "" = execd's user */
+	const char *owner; /* NULL or "" = execd's user */
 	const char *group;
 };
 /* Whole files, in one request when all paths are plain. */
@@ -80,7 +80,7 @@ int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n);
 struct rdir {
 	const char *path;
 	mode_t mode;
-	const char *owner;      /* NULL or "" = execd's user */
+	const char *owner; /* NULL or "" = execd's user */
 	const char *group;
 };
 /* Makes each directory (those that exist are given the mode and owner),
@@ -101,9 +101,9 @@ int remote_chmod(struct osbfs *fs, const char *path, mode_t mode,
 struct rtimes {
 	const char *path;
 	struct timespec mtime;
-	struct timespec atime;  /* tv_nsec UTIME_OMIT: leave it */
-	bool nofollow;          /* a symlink itself */
-	mode_t chmod;           /* mode to set after, or 0 */
+	struct timespec atime; /* tv_nsec UTIME_OMIT: leave it */
+	bool nofollow;         /* a symlink itself */
+	mode_t chmod;          /* mode to set after, or 0 */
 	bool do_chmod;
 };
 /* Sets times (and modes) of many paths with one command. */

@@ -61,7 +61,7 @@
 #define PACK_FILE_MAX (256 << 10)
 
 struct writeback {
-	pthread_cond_t kick;    /* with cache.lock: work may be due */
+	pthread_cond_t kick; /* with cache.lock: work may be due */
 	pthread_t threads[WB_THREADS];
 	pthread_t syncer;
 	int nthreads;
@@ -70,13 +70,13 @@ struct writeback {
 	/* statistics, under cache.lock */
 	uint64_t uploaded_files, uploaded_bytes, failed, conflicts;
 	size_t inflight;
-	atomic_llong walk_after;  /* no batch walks before (monotonic ms) */
-	atomic_bool no_pack;      /* the sandbox has no tar */
+	atomic_llong walk_after; /* no batch walks before (monotonic ms) */
+	atomic_bool no_pack;     /* the sandbox has no tar */
 	/* under cache.lock, so that a file closed is no reason to wake the
 	 * workers (each wake looks through every dirty file) unless none
 	 * would look before it is due: */
-	unsigned busy;            /* workers sending a batch */
-	long long sleep_until;    /* a worker wakes by itself then (0: none) */
+	unsigned busy;         /* workers sending a batch */
+	long long sleep_until; /* a worker wakes by itself then (0: none) */
 };
 
 struct item {
@@ -356,7 +356,8 @@ static int check_by_walk(struct osbfs *fs, struct writeback *wb,
 			continue;
 		const struct fattr *ra = NULL;
 		for (size_t e = 0; !ra && e < ne; e++)
-			if (strcmp(ents[e].name, path_below(top, it->path)) == 0)
+			if (strcmp(ents[e].name, path_below(top, it->path)) ==
+			    0)
 				ra = &ents[e].attr;
 		rc = check_one(fs, wb, it, ra, ra != NULL);
 		it->m.base = BASE_UNKNOWN; /* checked */
@@ -832,7 +833,8 @@ int wb_lefts_remove(struct osbfs *fs, const char *below, long long now)
 	if (rc)
 		log_error("could not remove %zu cop%s left in the sandbox by "
 			  "saves, first %s: %s; retried",
-			  t.n, t.n == 1 ? "y" : "ies", t.path[0], strerror(-rc));
+			  t.n, t.n == 1 ? "y" : "ies", t.path[0],
+			  strerror(-rc));
 	cache_lefts_done(fs->cache, &t, rc);
 	return rc;
 }
@@ -864,8 +866,8 @@ static void *worker(void *arg)
 			continue;
 		}
 		memset(items, 0, sizeof(items));
-		size_t n = pick(c, items, &wait,
-				fs->opt->writeback_delay_ms / 2);
+		size_t n =
+			pick(c, items, &wait, fs->opt->writeback_delay_ms / 2);
 		if (!n && times_waiting && now >= times_at) {
 			times_waiting = false;
 			times_at = now + DIR_TIMES_EVERY_MS;
@@ -940,9 +942,8 @@ static void *syncer(void *arg)
 		/* once a second, not at every kick of the workers */
 		struct timespec ts;
 		cond_deadline(&ts, 1000);
-		while (!wb->stop &&
-		       pthread_cond_timedwait(&wb->kick, &c->lock, &ts) !=
-			       ETIMEDOUT)
+		while (!wb->stop && pthread_cond_timedwait(&wb->kick, &c->lock,
+							   &ts) != ETIMEDOUT)
 			;
 		if (wb->stop || !c->unsynced)
 			continue;
@@ -950,8 +951,7 @@ static void *syncer(void *arg)
 		pthread_mutex_unlock(&c->lock);
 		syncfs(c->files_fd);
 		pthread_mutex_lock(&c->lock);
-		if (journal_wants_compaction(c) &&
-		    journal_compact(c) != 0)
+		if (journal_wants_compaction(c) && journal_compact(c) != 0)
 			log_error("cannot rewrite the journal in %s", c->dir);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -1062,8 +1062,7 @@ static int flush_wait(struct osbfs *fs, struct cfile *cf, uint64_t target,
 		      uint64_t seq, bool bytes)
 {
 	struct cache *c = fs->cache;
-	while (!has(cf, target, bytes) && cf->fail_seq == seq &&
-	       !fs->wb->stop)
+	while (!has(cf, target, bytes) && cf->fail_seq == seq && !fs->wb->stop)
 		pthread_cond_wait(&c->changed, &c->lock);
 	return has(cf, target, bytes) ? 0 : -EIO;
 }
@@ -1138,7 +1137,8 @@ int wb_flush_all(struct osbfs *fs, long timeout_ms)
 							&deadline) == ETIMEDOUT)
 				rc = -ETIMEDOUT;
 		}
-		if (!rc && w[i].cf->dirty && w[i].cf->uploaded_gen < w[i].target)
+		if (!rc && w[i].cf->dirty &&
+		    w[i].cf->uploaded_gen < w[i].target)
 			rc = -EIO;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -1170,11 +1170,11 @@ size_t wb_describe_failures(struct osbfs *fs, char *buf, size_t size)
 		if (!cf->failures)
 			continue;
 		if (n++ < 3 && len < size)
-			len += (size_t)snprintf(buf + len, size - len, "%s%s (%s)",
-						n > 1 ? ", " : "",
-						cf->record_path ? cf->record_path :
-								  "?",
-						strerror(-cf->last_err));
+			len += (size_t)snprintf(
+				buf + len, size - len, "%s%s (%s)",
+				n > 1 ? ", " : "",
+				cf->record_path ? cf->record_path : "?",
+				strerror(-cf->last_err));
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (n > 3 && len < size)

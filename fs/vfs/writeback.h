@@ -48,7 +48,7 @@ size_t wb_describe_failures(struct osbfs *fs, char *buf, size_t size);
 
 struct wb_stats {
 	size_t dirty_files;
-	size_t dirty_dirs;      /* directories made or given a mode here */
+	size_t dirty_dirs; /* directories made or given a mode here */
 	int64_t dirty_bytes;
 	size_t inflight;
 	uint64_t uploaded_files;

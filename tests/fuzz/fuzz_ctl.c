@@ -18,10 +18,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	int rc = ctl_parse((const char *)data + 1, size - 1, data[0] & 1,
-			   "ctl", &vs, msg, sizeof(msg));
+	int rc = ctl_parse((const char *)data + 1, size - 1, data[0] & 1, "ctl",
+			   &vs, msg, sizeof(msg));
 	if (rc == 0 && (vs.n == 0 || vs.n > CTL_VERBS_MAX))
-		__builtin_trap(); /* accepted, yet nothing (or too much) to run */
+		__builtin_trap(); /* accepted, yet nothing (or too much) to run
+				   */
 	if (rc && !msg[0] && rc != -ENOMEM)
 		__builtin_trap(); /* refused without a reason */
 	for (size_t i = 0; rc == 0 && i < vs.n; i++)

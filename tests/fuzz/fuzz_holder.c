@@ -19,7 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct holder_record r;
 
 	if (!path[0])
-		snprintf(path, sizeof(path), "/tmp/fuzz-holder-%d", (int)getpid());
+		snprintf(path, sizeof(path), "/tmp/fuzz-holder-%d",
+			 (int)getpid());
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return 0;

@@ -29,8 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json_stat_stream_release(&s);
 	if (rc)
 		return 0;
-	if (recs_parse(data[0] & 1 ? LIVE_DIR : JOBS_DIR, a, n, &recs,
-		       &nr) == 0) {
+	if (recs_parse(data[0] & 1 ? LIVE_DIR : JOBS_DIR, a, n, &recs, &nr) ==
+	    0) {
 		for (size_t i = 0; i < nr; i++)
 			(void)recs_find(recs, nr, recs[i].id);
 		free(recs);

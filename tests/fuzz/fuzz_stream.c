@@ -15,7 +15,7 @@ static int on_event(void *arg, const struct osb_event *ev)
 {
 	size_t *n = arg;
 	/* read what a consumer reads */
-	const char *s[] = { ev->type_name, ev->text, ev->results_json,
+	const char *s[] = { ev->type_name,   ev->text,  ev->results_json,
 			    ev->result_text, ev->ename, ev->evalue };
 	for (size_t i = 0; i < sizeof(s) / sizeof(*s); i++)
 		if (s[i])
