@@ -213,9 +213,9 @@ def test_meson_install_puts_exactly_these_files(tmp_path):
     r = subprocess.run([os.path.join(sbindir, "mount.fuse.osbfs"), "--version"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and "mount.fuse.osbfs" in r.stdout, r
-    r = subprocess.run([os.path.join(bindir, "osb"), "--help"],
+    r = subprocess.run([os.path.join(bindir, "osb"), "--version"],
                        capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0 and "usage: osb" in r.stdout + r.stderr, r
+    assert r.returncode == 0 and r.stdout.startswith("osb "), r
 
 
 @pytest.mark.parametrize("page", MAN_PAGES, ids=lambda p: p.name)
