@@ -205,9 +205,17 @@ int main(int argc, char **argv)
 	pthread_rwlock_init(&fs.path_lock, &rwa);
 	atomic_store(&fs.last_activity, mono_ms());
 
-	/* libfuse checks its own options here, before anything is made */
+	/* libfuse checks its own options here, before anything is made; on
+	 * a copy, since it takes the ones it knows (allow_other...) out of
+	 * what it is given, and the real session needs them all again */
 	struct fuse_lowlevel_ops ops = osbfs_make_ops();
-	fs.se = fuse_session_new(&opt.fuse_args, &ops, sizeof(ops), &fs);
+	struct fuse_args check = FUSE_ARGS_INIT(0, NULL);
+	for (int i = 0; i < opt.fuse_args.argc; i++)
+		if (fuse_opt_add_arg(&check, opt.fuse_args.argv[i]) != 0)
+			break;
+	if (check.argc == opt.fuse_args.argc)
+		fs.se = fuse_session_new(&check, &ops, sizeof(ops), &fs);
+	fuse_opt_free_args(&check);
 	if (!fs.se) {
 		fprintf(stderr, "osbfs: cannot start a FUSE session (see the "
 				"message above)\n");
