@@ -95,6 +95,23 @@ def test_dollar_in_directory_names(server, mount):
     assert "pkg$dir" not in sandbox_names(server, mount.sandbox_id, mount.spath())
 
 
+@pytest.mark.parametrize("parent", ["pkg$dir", "plain"])
+def test_a_new_directory_not_yet_in_the_sandbox_is_removed(server, mount, parent):
+    # the soak found it: rmdir of a directory made through the mount and
+    # not yet sent failed with ENOENT when its path holds a '$' (the
+    # shell route's `rmdir` finds nothing to remove)
+    os.mkdir(mount.p(parent))
+    fsync_path(mount.p(parent))
+    os.mkdir(mount.p(parent, "new"))
+    os.mkdir(mount.p("new$dir"))
+    assert os.listdir(mount.p(parent, "new")) == []
+    os.rmdir(mount.p(parent, "new"))
+    os.rmdir(mount.p("new$dir"))
+    assert os.listdir(mount.p(parent)) == []
+    fsync_path(mount.p())
+    assert sandbox_names(server, mount.sandbox_id, q(mount.spath(parent))) == set()
+    assert "new$dir" not in sandbox_names(server, mount.sandbox_id, mount.spath())
+
 def test_javac_like_output(server, mount):
     """A compiler writing Outer.class and Outer$Inner.class, then running."""
     files = {"Outer.class": b"\xca\xfe\xba\xbe outer", "Outer$Inner.class": b"\xca\xfe\xba\xbe inner",

@@ -483,14 +483,21 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	/* the API deletes recursively: look first (a fresh listing) */
 	if (!rc)
 		rc = remote_list(fs, h.path, &ents, &n);
-	if (rc == -ENOENT && h.n->cf && cache_only_local(fs->cache, h.n->cf))
+	bool local_only = false;
+	if (rc == -ENOENT && h.n->cf && cache_only_local(fs->cache, h.n->cf)) {
 		rc = 0; /* made here, not in the sandbox yet */
+		local_only = true;
+	}
 	if (!rc && (n || cache_dirty_below(fs->cache, h.n, true)))
 		rc = -ENOTEMPTY;
 	if (!rc)
 		rc = lefts_clear(fs, h.path);
 	if (!rc)
 		rc = remote_rmdir(fs, h.path);
+	/* the API's delete takes a missing directory as done; `rmdir`, the
+	 * route of a path execd would expand ($), does not */
+	if (rc == -ENOENT && local_only)
+		rc = 0;
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		if (h.n->cf)
