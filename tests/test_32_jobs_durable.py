@@ -103,3 +103,20 @@ def test_a_job_whose_process_vanished_is_an_error(make_server, make_mount, make_
         assert srv.stat(sid, "/tmp/.osbfs/live/" + jid) is None
     finally:
         kill_quietly(m, jid)
+
+
+def test_a_start_that_failed_on_the_way_is_sent_again_and_runs_once(server, mount):
+    # the soak found it: a start whose POST /command met a 5xx or a reset
+    # was taken as started and ended "vanished" 12 s later, never run.
+    # The wrapper claims its job, so the start is sent again; a second
+    # copy of it (the first answer lost, reset_after) runs nothing.
+    for i, kind in enumerate(["502", "reset", "reset_after", "500"]):
+        server.set_faults(next=2 if kind != "reset_after" else 1, kinds=[kind], method="POST",
+                          path="/command$")
+        try:
+            jid = start(mount, "echo %s >> ran.log" % kind)
+        finally:
+            server.clear_faults()
+        assert wait(mount, jid) == "exited 0", kind
+        with open(mount.p("ran.log")) as f:
+            assert f.read().splitlines() == ["502", "reset", "reset_after", "500"][:i + 1], kind

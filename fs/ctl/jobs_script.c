@@ -26,6 +26,9 @@
 
 static const char wrapper[] =
 	"J='" JOBS_DIR "/%1$s' L='" LIVE_DIR "/%1$s'\n"
+	/* the claim: a start sent again (its answer was lost) finds it
+	 * taken, or live/ID gone with the job's end, and runs nothing */
+	"mkdir \"$L/claim\" 2>/dev/null || exit 0\n"
 	": >\"$J/stdout\" && : >\"$J/stderr\" || exit 1\n"
 	"ln -f \"$J/stdout\" \"$J/stderr\" \"$L/\" 2>/dev/null\n"
 	/* signallers wait for ready, made once we hold the FIFO open: a

@@ -20,6 +20,8 @@
 
 /* the longest a start waits for dirty files to reach the sandbox */
 #define START_FLUSH_MS (10L * 60 * 1000)
+/* how many times the wrapper is sent before a start fails */
+#define START_TRIES 5
 
 /* Whether a failed command start may still have reached execd (then the
  * job is taken as started, and the monitor finds out). */
@@ -105,10 +107,26 @@ static int start_remote(struct jobs *js, const char *id, const char *cmd,
 	char cid[OSB_ID_MAX];
 	osb_command_opts_init(&o);
 	o.cwd = fs->root;
-	rc = osb_command_start(fs->sb, script, &o, cid, &err);
+	/* The wrapper claims the job before anything else (jobs_script.c),
+	 * and a second copy of it exits at once: so a start whose answer was
+	 * lost, or that failed on the way, is sent again; the job runs once. */
+	bool maybe = false;
+	for (int attempt = 1;; attempt++) {
+		osb_error_clear(&err);
+		rc = osb_command_start(fs->sb, script, &o, cid, &err);
+		if (!rc)
+			break;
+		bool reached = maybe_started(rc, &err);
+		maybe = maybe || reached;
+		if (attempt == START_TRIES ||
+		    !(reached || rc == -ECONNREFUSED || rc == -EHOSTUNREACH))
+			break;
+		log_info("job %s: starting again (%s)", id, err.message);
+		mono_sleep_ms(250L * attempt);
+	}
 	free(script);
 	if (rc) {
-		*ret_ambiguous = maybe_started(rc, &err);
+		*ret_ambiguous = maybe;
 		log_error("job %s: %s: %s", id,
 			  *ret_ambiguous ? "the start was not confirmed" :
 					   "not started",
