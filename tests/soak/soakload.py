@@ -584,7 +584,14 @@ class Soak:
             self.current = None
         self.job_tokens[token] = "done"
         if st != "exited 0":
-            self.difference("job %d (%s) ended %r" % (n, jid, st))
+            extra = []
+            for f in ("info", "stderr"):
+                try:
+                    extra.append(jobhelp.job_file(self.m, jid, f).strip())
+                except OSError as e:
+                    extra.append(str(e))
+            self.difference("job %d (%s, token %s) ended %r: %s" % (n, jid, token, st, " | ".join(extra)))
+            self.job_tokens[token] = "failed"
             return
         for rel, b in outputs.items():
             with open(self.rp(rel), "wb") as f:
