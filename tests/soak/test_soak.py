@@ -196,9 +196,11 @@ def test_soak(make_server, make_mount, make_sandbox, tmp_path):
                     print("soak: the server restarted")
                 t = threading.Thread(target=back)
                 t.start()
-                for _ in range(20):
-                    soak.step()   # a few operations while it is down
-                t.join()
+                try:
+                    for _ in range(20):
+                        soak.step()   # a few operations while it is down
+                finally:
+                    t.join()   # never a server started after the teardown
             if not killed and now >= kill_at:
                 killed = True
                 print("soak: kill -9 of osbfs (step %d, %d dirty files)"
