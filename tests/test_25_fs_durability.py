@@ -156,3 +156,32 @@ def test_operations_fail_with_eio_while_server_is_away_and_recover(make_server, 
     assert "there" in os.listdir(m.p())
     m.stop()
     assert srv.read_file(sid, m.spath("offline.txt")) == b"begun before, finished while the server was away"
+
+
+def test_kill9_after_an_upload_landed_unrecorded_is_no_conflict(server, make_mount, tmp_path):
+    # the soak found it: osbfs killed while an upload's answer was on its
+    # way; the next mount found the sandbox's copy changed since the base
+    # it had recorded (by that very upload) and kept it aside as a
+    # NAME.conflict-* file that nobody made
+    cache = str(tmp_path / "cache")
+    m = make_mount(options=["writeback_delay=100ms"], cache_dir=cache)
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("f.txt"), b"the sandbox's first version\n")
+    assert open(m.p("f.txt"), "rb").read() == b"the sandbox's first version\n"
+    server.set_faults(next=1, kinds=["late"], delay_ms=30000, method="POST", path="/files/upload")
+    try:
+        with open(m.p("f.txt"), "ab") as f:
+            f.write(b"ours\n")
+        wait_until(lambda: server.read_file(sid, m.spath("f.txt")).endswith(b"ours\n"), 30,
+                   "the upload to land")
+        m.kill9()
+    finally:
+        server.clear_faults()
+    m2 = make_mount(sandbox_id=sid, create=False, cache_dir=cache)
+    with open(os.path.join(m2.p(), ".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+    assert sorted(os.listdir(m2.p())) == ["f.txt"]
+    m2.stop()
+    assert server.read_file(sid, m2.spath("f.txt")) == b"the sandbox's first version\nours\n"
+    code, out, _ = server.run(sid, "ls -a %s" % m2.spath())
+    assert out.split() == [".", "..", "f.txt"]

@@ -243,6 +243,47 @@ static int resolve_conflict(struct osbfs *fs, struct writeback *wb,
 	return rc == -ENOENT ? 0 : rc;
 }
 
+struct same_bytes {
+	int fd;
+	int64_t off;
+	char buf[65536];
+};
+
+/* A sink that stops (1) at the first byte that differs from the file. */
+static int same_sink(void *arg, const void *data, size_t len)
+{
+	struct same_bytes *s = arg;
+	const char *p = data;
+	while (len) {
+		size_t k = len < sizeof(s->buf) ? len : sizeof(s->buf);
+		ssize_t r = pread(s->fd, s->buf, k, s->off);
+		if (r != (ssize_t)k || memcmp(s->buf, p, k) != 0)
+			return 1;
+		s->off += (int64_t)k;
+		p += k;
+		len -= k;
+	}
+	return 0;
+}
+
+/* Whether the sandbox's copy, @size bytes, is byte for byte ours. */
+static bool same_as_ours(struct osbfs *fs, const struct item *it, int64_t size)
+{
+	if (it->fd < 0 || size != it->size)
+		return false;
+	if (size == 0)
+		return true;
+	struct same_bytes *s = malloc(sizeof(*s));
+	if (!s)
+		return false;
+	s->fd = it->fd;
+	s->off = 0;
+	int rc = remote_fetch(fs, it->path, 0, size, size, same_sink, s);
+	bool same = rc == 0 && s->off == size;
+	free(s);
+	return same;
+}
+
 static int check_one(struct osbfs *fs, struct writeback *wb, struct item *it,
 		     const struct fattr *remote, bool exists)
 {
@@ -251,6 +292,10 @@ static int check_one(struct osbfs *fs, struct writeback *wb, struct item *it,
 	if (remote->type == OSB_DIR)
 		return -EISDIR;
 	if (fmeta_base_is(&it->m, remote->size, &remote->mtime))
+		return 0;
+	/* our own upload that landed without our knowing: its answer was
+	 * lost, or osbfs was killed before it could record it */
+	if (remote->type == OSB_FILE && same_as_ours(fs, it, remote->size))
 		return 0;
 	return resolve_conflict(fs, wb, it);
 }
