@@ -195,6 +195,12 @@ class Soak:
     # -- the operations --------------------------------------------------------
 
     def pick_file(self, files):
+        # now and then a file held open: renamed over, unlinked, written
+        # by name while a descriptor is open on it
+        if self.held and self.rng.random() < 0.2:
+            rel = self.rng.choice(self.held)[0]
+            if rel in files:
+                return rel
         return self.rng.choice(files) if files else None
 
     def new_name(self, dirs):
