@@ -329,3 +329,24 @@ def test_listing_with_bad_names_is_logged_once(server, mount):
     lines = [l for l in mount.log().splitlines() if "skipped" in l]
     assert len(lines) == 1, lines
     assert "/workspace/h" in lines[0] and " 5 " in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("target", ["missing", "there.txt"])
+def test_a_save_over_a_link_replaces_the_link(server, mount, target):
+    # the soak found it: a new file renamed over a symlink the sandbox
+    # has (an editor's save over a link) failed with ENOENT
+    sid = mount.sandbox_id
+    server.write_file(sid, mount.spath("there.txt"), b"the target\n")
+    os.symlink(target, mount.p("v.o"))
+    with open(mount.p(".v.o.swp"), "wb") as f:
+        f.write(b"saved\n")
+    os.rename(mount.p(".v.o.swp"), mount.p("v.o"))
+    assert not os.path.islink(mount.p("v.o"))
+    assert open(mount.p("v.o"), "rb").read() == b"saved\n"
+    with open(mount.p(".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+    assert server.stat(sid, mount.spath("v.o"))["size"] == 6
+    code, out, _ = server.run(sid, "cd %s && [ ! -L v.o ] && cat v.o there.txt && ls -a" % mount.spath())
+    lines = out.splitlines()
+    assert code == 0 and lines[:2] == ["saved", "the target"], out
+    assert sorted(lines[2:]) == [".", "..", "there.txt", "v.o"], out

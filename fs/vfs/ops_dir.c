@@ -625,6 +625,16 @@ static int rename_send(struct osbfs *fs, const struct held *src,
 			cache_left_replace(fs->cache, dst->path, scf);
 		return 0;
 	}
+	if (src_local && sa->type != OSB_DIR && da && da->type == OSB_SYMLINK) {
+		/* over a symlink the sandbox has, with a file it has not seen
+		 * (an editor's save over a link): the link goes now (an
+		 * upload would write through it), the file with its upload */
+		int rc = remote_unlink(fs, dst->path, true);
+		if (rc && rc != -ENOENT)
+			return rc;
+		cache_left_replace(fs->cache, dst->path, scf);
+		return 0;
+	}
 	/* copies left by saves go first: below a directory that moves (they
 	 * would move with it), or where the file goes */
 	int rc = sa->type == OSB_DIR ? wb_lefts_remove(fs, src->path, 0) : 0;
