@@ -25,7 +25,6 @@ import shutil
 import stat
 import subprocess
 import tarfile
-import threading
 import time
 
 import jobhelp
@@ -48,7 +47,7 @@ class Difference(Exception):
 
 
 class Soak:
-    def __init__(self, mount, ref, rng, log, faults_on, faults_off):
+    def __init__(self, mount, ref, rng, log, faults_on, faults_off, oplog=None):
         self.m = mount
         self.ref = ref
         self.rng = rng
@@ -64,7 +63,7 @@ class Soak:
         self.job_n = 0
         self.current = None   # (description, start time) for the watchdog
         self.history = collections.deque(maxlen=40)
-        self.lock = threading.Lock()
+        self.oplog = oplog    # a file: every operation, one a line
 
     # -- paths ---------------------------------------------------------------
 
@@ -99,7 +98,10 @@ class Soak:
     # -- running one operation on both sides ------------------------------------
 
     def note(self, text):
-        self.history.append("%s %s" % (time.strftime("%H:%M:%S"), text))
+        line = "%s %d %s" % (time.strftime("%H:%M:%S"), sum(self.ops.values()), text)
+        self.history.append(line)
+        if self.oplog:
+            self.oplog.write(line + "\n")
 
     def both(self, kind, fn, touched, desc=""):
         """fn(root) on the mount, then on the reference; settles the

@@ -164,8 +164,9 @@ def test_soak(make_server, make_mount, make_sandbox, tmp_path):
                 pass
         paused[0] += 1
 
+    oplog = open(str(tmp_path / "operations.log"), "w", buffering=1)
     soak = Soak(mounts[0], ref, random.Random(seed), lambda s: print("soak: " + s),
-                faults_on, faults_off)
+                faults_on, faults_off, oplog)
     watchdog = Watchdog(soak, lambda: mounts[-1], WATCHDOG)
     watchdog.start()
     try:
@@ -186,6 +187,7 @@ def test_soak(make_server, make_mount, make_sandbox, tmp_path):
                 soak.drain_jobs()
                 faults_before_restart[0] += read_faults(srv)
                 print("soak: the server killed (step %d)" % sum(soak.ops.values()))
+                soak.note("-- the server killed")
                 srv.kill()
 
                 def back():
@@ -194,6 +196,7 @@ def test_soak(make_server, make_mount, make_sandbox, tmp_path):
                     if paused[0] == 0:
                         srv.set_faults(**FAULTS)
                     print("soak: the server restarted")
+                    soak.note("-- the server restarted")
                 t = threading.Thread(target=back)
                 t.start()
                 try:
@@ -205,6 +208,7 @@ def test_soak(make_server, make_mount, make_sandbox, tmp_path):
                 killed = True
                 print("soak: kill -9 of osbfs (step %d, %d dirty files)"
                       % (sum(soak.ops.values()), jobhelp.info(soak.m)["cache"]["dirty_files"]))
+                soak.note("-- kill -9 of osbfs")
                 soak.m.kill9()
                 soak.close_held()
                 m2 = make_mount(sandbox_id=sid, srv=srv, options=OPTIONS, cache_dir=cache)
@@ -224,6 +228,7 @@ def test_soak(make_server, make_mount, make_sandbox, tmp_path):
     finally:
         watchdog.stop.set()
         soak.close_held()
+        oplog.close()
 
     sandbox_root = os.path.join(srv.data_dir, "sandboxes", sid, "rootfs", "workspace")
     diffs, nref = compare(sandbox_root, ref)
@@ -258,7 +263,8 @@ def test_soak(make_server, make_mount, make_sandbox, tmp_path):
     for d in soak.differences + diffs + ["mount: " + d for d in mdiffs] + job_problems:
         print("soak: DIFFERENCE " + d)
     if report["differences"]:
-        print("soak: the daemons' logs: " + " ".join(m.log_path for m in mounts))
+        print("soak: every operation: %s; the daemons' logs: %s"
+              % (oplog.name, " ".join(m.log_path for m in mounts)))
     assert not diffs, "the sandbox differs from the reference (seed %d):\n%s" % (seed, "\n".join(diffs[:50]))
     assert not mdiffs, "the mount differs from the reference (seed %d):\n%s" % (seed, "\n".join(mdiffs[:50]))
     assert not soak.differences, "differences during the run (seed %d):\n%s" % (
