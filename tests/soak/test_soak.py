@@ -196,7 +196,6 @@ def test_soak(make_server, make_mount, make_sandbox, tmp_path):
                     if paused[0] == 0:
                         srv.set_faults(**FAULTS)
                     print("soak: the server restarted")
-                    soak.note("-- the server restarted")
                 t = threading.Thread(target=back)
                 t.start()
                 try:
@@ -204,6 +203,7 @@ def test_soak(make_server, make_mount, make_sandbox, tmp_path):
                         soak.step()   # a few operations while it is down
                 finally:
                     t.join()   # never a server started after the teardown
+                soak.note("-- the server restarted")
             if not killed and now >= kill_at:
                 killed = True
                 print("soak: kill -9 of osbfs (step %d, %d dirty files)"
