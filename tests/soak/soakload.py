@@ -477,17 +477,22 @@ class Soak:
             finally:
                 os.close(fd)
         try:
+            want = rd(self.ref)
+        except OSError as e:
+            want = e.errno   # a symlink (O_NOFOLLOW), a directory
+        try:
             got = self.retrying(lambda: rd(self.m.p()), "read")
         except OSError as e:
-            self.difference("read %s failed: %s" % (rel, e))
+            got = e.errno
+            if got != want:
+                self.difference("read %s failed: %s (the reference: %s)" % (rel, e, want))
             return
         finally:
             self.current = None
-        want = rd(self.ref)
         if got != want:
-            self.difference("read %s: %s, the reference %s" % (
-                rel, "missing" if got is None else "%d bytes" % len(got),
-                "missing" if want is None else "%d bytes" % len(want)))
+            def show(v):
+                return "missing" if v is None else "errno %d" % v if isinstance(v, int) else "%d bytes" % len(v)
+            self.difference("read %s: %s, the reference %s" % (rel, show(got), show(want)))
 
     def op_stat(self, files, dirs, links):
         rel = self.rng.choice(files + dirs + links)
