@@ -185,3 +185,33 @@ def test_kill9_after_an_upload_landed_unrecorded_is_no_conflict(server, make_mou
     assert server.read_file(sid, m2.spath("f.txt")) == b"the sandbox's first version\nours\n"
     code, out, _ = server.run(sid, "ls -a %s" % m2.spath())
     assert out.split() == [".", "..", "f.txt"]
+
+
+@pytest.mark.parametrize("do_fsync", [False, True])
+def test_kill9_just_after_an_editor_save_is_no_conflict(server, make_mount, tmp_path, do_fsync):
+    # the soak found it: a new file renamed over one the sandbox has kept
+    # the new file's base ("the sandbox has nothing there") in the
+    # journal; after kill -9 the next mount found the old file there and
+    # kept it aside as a NAME.conflict-* file that nobody made
+    cache = str(tmp_path / "cache")
+    m = make_mount(options=["writeback_delay=100ms"], cache_dir=cache)
+    sid = m.sandbox_id
+    with open(m.p("v.o"), "wb") as f:
+        f.write(b"first\n")
+    wait_until(lambda: server.stat(sid, m.spath("v.o")), 30, "the upload of v.o")
+    time.sleep(1.5)  # its times too
+    fd = os.open(m.p(".v.o.swp"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, b"second\n")
+    if do_fsync:
+        os.fsync(fd)
+    os.close(fd)
+    os.rename(m.p(".v.o.swp"), m.p("v.o"))
+    m.kill9()
+    m2 = make_mount(sandbox_id=sid, create=False, cache_dir=cache)
+    with open(os.path.join(m2.p(), ".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+    assert sorted(os.listdir(m2.p())) == ["v.o"]
+    m2.stop()
+    assert server.read_file(sid, m2.spath("v.o")) == b"second\n"
+    code, out, _ = server.run(sid, "ls -a %s" % m2.spath())
+    assert out.split() == [".", "..", "v.o"]

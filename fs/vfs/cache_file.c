@@ -573,6 +573,11 @@ void cache_moved_over(struct cache *c, struct cfile *scf, struct cfile *dcf,
 	} else {
 		base_from(&scf->m, da);
 	}
+	/* the journal's record (moved already) gets the base too: after a
+	 * crash, the next mount's upload checks against it, and the base of
+	 * a new file says the sandbox had nothing there */
+	if (cache_record_refresh(c, scf))
+		log_error("cannot update the journal in %s", c->dir);
 	pthread_mutex_unlock(&c->lock);
 }
 
