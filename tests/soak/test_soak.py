@@ -178,7 +178,9 @@ def test_soak(make_server, make_mount, make_sandbox, tmp_path):
         t0 = time.monotonic()
         restart_at, kill_at = t0 + SECONDS * 0.35, t0 + SECONDS * 0.65
         restarted = killed = False
-        while time.monotonic() - t0 < SECONDS and watchdog.hung is None:
+        # both events happen, however slow the operations before them
+        while (time.monotonic() - t0 < SECONDS or not restarted or not killed) \
+                and watchdog.hung is None:
             soak.step()
             now = time.monotonic()
             if not restarted and now >= restart_at:
@@ -190,12 +192,18 @@ def test_soak(make_server, make_mount, make_sandbox, tmp_path):
                 soak.note("-- the server killed")
                 srv.kill()
 
+                restart_error = []
+
                 def back():
                     time.sleep(3)
-                    srv.restart()
-                    if paused[0] == 0:
-                        srv.set_faults(**FAULTS)
-                    print("soak: the server restarted")
+                    t1 = time.monotonic()
+                    try:
+                        srv.restart()
+                        if paused[0] == 0:
+                            srv.set_faults(**FAULTS)
+                    except Exception as e:  # noqa: BLE001 (told below)
+                        restart_error.append(e)
+                    print("soak: the server restarted (in %.1fs)" % (time.monotonic() - t1))
                 t = threading.Thread(target=back)
                 t.start()
                 try:
@@ -203,6 +211,8 @@ def test_soak(make_server, make_mount, make_sandbox, tmp_path):
                         soak.step()   # a few operations while it is down
                 finally:
                     t.join()   # never a server started after the teardown
+                assert not restart_error and srv.alive(), \
+                    "the server did not restart: %s\n%s" % (restart_error, srv.stderr_text()[-3000:])
                 soak.note("-- the server restarted")
             if not killed and now >= kill_at:
                 killed = True

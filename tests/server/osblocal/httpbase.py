@@ -184,6 +184,8 @@ class BodyReader:
 class NullWriter:
     """Sink for reset_after: the handler runs, its answer goes nowhere."""
 
+    closed = False  # socketserver's finish() asks
+
     def write(self, b):
         return len(b)
 
