@@ -195,6 +195,9 @@ class NullWriter:
     def sendfile(self, *a, **k):
         return 0
 
+    def close(self):
+        pass
+
 
 class BufferWriter(NullWriter):
     """Sink for late: the handler runs now, its answer is sent later."""
