@@ -109,32 +109,29 @@ class Soak:
         self.ops[kind] += 1
         self.note("%s %s %s" % (kind, touched, desc))
         self.current = ("%s %s" % (kind, touched), time.monotonic())
+        merr = None
         try:
-            merr = None
-            try:
-                fn(self.m.p())
-            except OSError as e:
-                merr = e
-            rerr = None
-            try:
-                fn(self.ref)
-            except OSError as e:
-                rerr = e
-            me = merr.errno if merr else None
-            re_ = rerr.errno if rerr else None
-            if me == re_:
-                return me
-            if me in FAULT_ERRNOS and re_ is None:
-                self.failed[(kind, errno.errorcode.get(me, me))] += 1
-                self.log("  %s %s failed on the mount: %s (the reference takes the mount's state)"
-                         % (kind, touched, merr))
-            else:
-                self.difference("%s %s: the mount gave %s, the reference %s"
-                                % (kind, touched, merr or "success", rerr or "success"))
-            self.resync(touched)
+            fn(self.m.p())
+        except OSError as e:
+            merr = e
+        rerr = None
+        try:
+            fn(self.ref)
+        except OSError as e:
+            rerr = e
+        me = merr.errno if merr else None
+        re_ = rerr.errno if rerr else None
+        if me == re_:
             return me
-        finally:
-            self.current = None
+        if me in FAULT_ERRNOS and re_ is None:
+            self.failed[(kind, errno.errorcode.get(me, me))] += 1
+            self.log("  %s %s failed on the mount: %s (the reference takes the mount's state)"
+                     % (kind, touched, merr))
+        else:
+            self.difference("%s %s: the mount gave %s, the reference %s"
+                            % (kind, touched, merr or "success", rerr or "success"))
+        self.resync(touched)
+        return me
 
     def difference(self, text):
         self.log("DIFFERENCE: %s\n  after:\n    %s" % (text, "\n    ".join(self.history)))
@@ -487,8 +484,6 @@ class Soak:
             if got != want:
                 self.difference("read %s failed: %s (the reference: %s)" % (rel, e, want))
             return
-        finally:
-            self.current = None
         if got != want:
             def show(v):
                 return "missing" if v is None else "errno %d" % v if isinstance(v, int) else "%d bytes" % len(v)
@@ -665,7 +660,11 @@ class Soak:
         if len(files) > MAX_FILES:
             weights = [w * (8 if n in ("unlink", "rmtree") else 1) for n, w in self.WEIGHTS]
         op = self.rng.choices(names, weights)[0]
-        getattr(self, "op_" + op)(files, dirs, links)
+        self.current = (op, time.monotonic())   # for the watchdog
+        try:
+            getattr(self, "op_" + op)(files, dirs, links)
+        finally:
+            self.current = None
 
 
 def shquote(s):
