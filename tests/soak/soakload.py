@@ -36,6 +36,7 @@ DIRNAMES = ["d1", "d2", "d 3", "d$4", "src", "lib", "out"]
 MODES = [0o644, 0o644, 0o644, 0o600, 0o755, 0o640]
 MAX_FILES = 300
 HELD_MAX = 4
+MAX_DEPTH = 12
 
 # the errnos a fault may show through the mount; any other errno the
 # reference did not give is a difference
@@ -306,7 +307,7 @@ class Soak:
     def op_mkdir(self, files, dirs, links):
         if len(dirs) > 25:
             return
-        rel = os.path.join(self.rng.choice(dirs), self.rng.choice(DIRNAMES))
+        rel = os.path.join(self.rng.choice(shallow(dirs)), self.rng.choice(DIRNAMES))
         self.both("mkdir", lambda root: os.mkdir(os.path.join(root, rel), 0o755), [rel])
 
     def op_rename_dir(self, files, dirs, links):
@@ -318,6 +319,9 @@ class Soak:
         dst = os.path.join(parent, self.rng.choice(DIRNAMES))
         if (dst + "/").startswith(src + "/"):
             return
+        below = max(d.count("/") - src.count("/") for d in dirs if (d + "/").startswith(src + "/"))
+        if dst.count("/") + below > MAX_DEPTH:
+            return   # the tree stays shallow enough for hours of this
         self.both("rename_dir", lambda root: os.rename(os.path.join(root, src), os.path.join(root, dst)),
                   [src, dst])
 
@@ -357,7 +361,7 @@ class Soak:
     def op_untar(self, files, dirs, links):
         if len(files) > MAX_FILES - 40:
             return
-        rel = os.path.join(self.rng.choice(dirs), "t%d" % self.rng.randint(0, 9999))
+        rel = os.path.join(self.rng.choice(shallow(dirs)), "t%d" % self.rng.randint(0, 9999))
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as t:
             sub = ["", "src/", "src/pkg/", "doc/"]
@@ -665,6 +669,12 @@ class Soak:
             getattr(self, "op_" + op)(files, dirs, links)
         finally:
             self.current = None
+
+
+def shallow(dirs):
+    """The directories a new one may go into: its tree stays within
+    MAX_DEPTH levels (an untar adds two)."""
+    return [d for d in dirs if d.count("/") < MAX_DEPTH - 3] or ["w"]
 
 
 def shquote(s):
