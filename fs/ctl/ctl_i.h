@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "code.h"
 #include "ctl.h"
 #include "ctl_text.h"
 #include "jobs.h"
@@ -33,6 +34,7 @@ enum ctl_kind {
 	K_RUN,
 	K_JOBS,
 	K_LATEST,
+	K_CODE,
 	/* in jobs/ID/ */
 	K_JOB,
 	K_JCMD,
@@ -43,10 +45,20 @@ enum ctl_kind {
 	K_JWAIT,
 	K_JCTL,
 	K_JINFO,
+	/* a code context's directory (code/LANG/, code/LANG/NAME/), its
+	 * files */
+	K_CDIR,
+	K_CINPUT,
+	K_COUTPUT,
+	K_CRESULT,
+	K_CCTL,
 	/* a writer's temporary file (ctl_scratch.c) */
 	K_SCRATCH,
 };
 #define K_JOB_FIRST K_JOB
+/* A code context's inodes: CTL_INO_BASE + CODE_INO_BIT + 16 * its
+ * serial + (kind - K_CDIR). */
+#define CODE_INO_BIT (1ull << 45)
 /* Scratch files' inodes: CTL_INO_BASE + SCRATCH_INO_BIT + serial. */
 #define SCRATCH_INO_BIT (1ull << 46)
 #define SCRATCH_MAX 64
@@ -65,6 +77,7 @@ struct ctl {
 	atomic_bool no_sidecar;   /* the sandbox was found to have no
 				     egress sidecar (it never gets one) */
 	struct scratch_table *scratch;
+	struct code *code; /* code/ (code.h) */
 };
 
 /* A decoded inode: its kind, and its job (with a reference) for job
@@ -72,12 +85,15 @@ struct ctl {
 struct ctl_node {
 	enum ctl_kind kind;
 	struct job *job;
-	uint64_t serial; /* of a scratch file */
+	uint64_t serial;     /* of a scratch file */
+	struct code_ctx *cx; /* code kinds: lives as long as the mount */
 };
 /* -ENOENT for an inode that names nothing (any more). */
 int ctl_node_get(struct ctl *c, fuse_ino_t ino, struct ctl_node *ret);
 void ctl_node_put(struct ctl *c, struct ctl_node *n);
 fuse_ino_t ctl_ino(enum ctl_kind kind, const struct job *job);
+/* The inode of any node. */
+fuse_ino_t ctl_node_ino(const struct ctl_node *n);
 /* Its mode: S_IF* and the owner's bits (0444 readable, 0200 writable). */
 mode_t ctl_node_mode(struct ctl *c, const struct ctl_node *n);
 /* The attributes of @n. */
@@ -93,7 +109,8 @@ struct ctl_fh {
 	bool have_out;
 	size_t out_pos;          /* run: where the next read goes on */
 	struct text in;          /* what was written, not yet used */
-	bool started;            /* run, cmd: the job was started */
+	bool started;            /* run, cmd, input: the job was started (the
+				    code run) */
 	int start_rc;            /* run: how starting went */
 	char job_id[JOB_ID_MAX]; /* run: the job started */
 };
@@ -110,6 +127,8 @@ extern const struct ctl_named ctl_root_files[];
 extern const size_t ctl_nroot;
 extern const struct ctl_named ctl_job_files[];
 extern const size_t ctl_njob;
+extern const struct ctl_named ctl_code_files[];
+extern const size_t ctl_ncode;
 
 static inline struct ctl *ctl_of(fuse_req_t req)
 {
