@@ -1,7 +1,9 @@
 /*
  * ctl_dir.c - the control tree's directories: listings (a snapshot made
- * at opendir, jobs oldest first), and mkdir/rmdir in jobs/ (named jobs;
- * forgetting a job). Other directories refuse changes with EPERM.
+ * at opendir, jobs oldest first; code/ the languages the sandbox
+ * offers), mkdir/rmdir in jobs/ (named jobs; forgetting a job), and
+ * mkdir in code/LANG/ (another context). Other directories refuse
+ * changes with EPERM.
  *
  * A job's `wait` is reachable by name but not listed (ctl_named's
  * unlisted), as the control dir itself is left out of the mount's root
