@@ -7,6 +7,8 @@ import errno
 import json
 import os
 import shutil
+import subprocess
+import threading
 import time
 
 import pytest
@@ -51,6 +53,11 @@ def sections(out):
             parts[name].append(ln)
     d.update({k: "\n".join(v) for k, v in parts.items()})
     return d
+
+
+def all_requests(server, sid):
+    s = server.stats().get("sandboxes", {}).get(sid, {})
+    return {k: v for k, v in s.items() if v}
 
 
 def code_requests(server, sid):
@@ -261,3 +268,65 @@ def test_javascript_context_keeps_state(mount):
     assert sections(run(mount, "a * 2 + 2", lang="javascript"))["value"] == "42"
     d = sections(run(mount, "null.x", lang="javascript"))
     assert d["status"] == "error" and d["error"].startswith("TypeError")
+
+
+def test_a_language_whose_context_never_comes_is_enoent(make_server, make_mount):
+    """An execd without a Jupyter server never answers POST /code/context:
+    after request_timeout the language is refused for the mount."""
+    s = make_server()
+    m = make_mount(srv=s, options=["request_timeout=2s"])
+    s.set_faults(next=1, kinds=["delay"], delay_ms=8000, path="/code/context$", method="POST")
+    t0 = time.monotonic()
+    expect_errno(errno.ENOENT, os.stat, code(m, "python"))
+    assert time.monotonic() - t0 < 8
+    assert "no answer in time" in last_error(m)
+    s.clear_faults()
+    expect_errno(errno.ENOENT, os.stat, code(m, "python"))  # not asked again
+
+
+# ---- what it costs ----
+
+def test_requests_per_operation(mount, server):
+    sid = mount.sandbox_id
+    server.reset_stats()
+    os.stat(code(mount, "python"))
+    # the records' listing, the context, its record
+    assert code_requests(server, sid) == {"POST /code/context": 1}
+    assert all_requests(server, sid) == {"GET /directories/list": 1, "POST /code/context": 1,
+                                         "POST /files/upload": 1}
+    server.reset_stats()
+    run(mount, "x = 1")
+    run(mount, "x + 1")
+    assert all_requests(server, sid) == {"POST /code": 2}
+    server.reset_stats()
+    read(code(mount, "python", "output"))
+    read(code(mount, "python", "result.json"))
+    os.listdir(code(mount, "python"))
+    assert all_requests(server, sid) == {}
+
+
+def test_a_close_still_waiting_at_a_lazy_unmount(make_mount):
+    """fusermount -u -z while a writer's close waits for a run: the close
+    returns at request_timeout, then the daemon interrupts the run and
+    exits cleanly."""
+    m = make_mount(options=["request_timeout=4s"])
+    done = []
+
+    def writer():
+        try:
+            write(code(m, "python", "input"), "import time\ntime.sleep(600)")
+            done.append(0)
+        except OSError as e:
+            done.append(e.errno)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    wait_until(lambda: os.path.exists(code(m, "python")) and
+               read(code(m, "python", "output")).startswith("status: running"),
+               30, "the run's start")
+    subprocess.run(["fusermount3", "-u", "-z", m.p()], check=True, timeout=30)
+    t.join(30)
+    assert not t.is_alive() and done == [0]
+    t0 = time.monotonic()
+    assert m.stop(timeout=60) == 0
+    assert time.monotonic() - t0 < 30

@@ -6,9 +6,9 @@
  * A language is learned the first time code/LANG is named: execd is
  * asked for a context of it (POST /code/context, in DIR). An answer that
  * refuses (an image without that kernel) makes the name ENOENT for the
- * rest of the mount, with the reason logged; a request that did not get
- * an answer is asked again next time. Listing code/ asks for every
- * language not known yet, all at once.
+ * rest of the mount, with the reason logged, as does no answer within
+ * request_timeout; a connection that failed is asked again next time.
+ * Listing code/ asks for every language not known yet, all at once.
  *
  * Each context's id is recorded as an empty file CODE_REC_DIR/LANG@NAME@ID.
  * The first language learned loads the records (one listing, and one
@@ -334,17 +334,22 @@ static int lang_settle(struct code *cd, int lang)
 		rc = code_ctx_create(cd, lang, id, &err);
 		made = !rc;
 	}
+	/* an answer that refuses is for good, and so is none at all within
+	 * request_timeout (an execd without a Jupyter server retries for
+	 * ever: WIRE.md); a connection that failed is asked again */
+	bool refused = rc && (err.status || rc == -ETIMEDOUT);
 	pthread_mutex_lock(&cd->lock);
 	if (rc) {
-		/* an answer that refuses is for good; no answer is not */
-		cd->lang[lang] = err.status ? LANG_REFUSED : LANG_UNKNOWN;
+		cd->lang[lang] = refused ? LANG_REFUSED : LANG_UNKNOWN;
 		pthread_cond_broadcast(&cd->cond);
 		pthread_mutex_unlock(&cd->lock);
 		log_error("code/%s: %s: %s", code_langs[lang],
 			  err.status ? "the sandbox offers no such language" :
+			  refused    ? "no answer in time (no code interpreter "
+				       "in the sandbox?)" :
 				       "cannot ask the sandbox",
 			  err.message);
-		return err.status ? -ENOENT : -EIO;
+		return refused ? -ENOENT : -EIO;
 	}
 	struct code_ctx *cx = add_locked(cd, lang, "", id);
 	/* the contexts made by mkdir before, still alive */
