@@ -138,6 +138,18 @@ def test_a_figure_comes_back_as_png(mount):
     assert "Figure" in bundle["text"]
 
 
+def test_a_figure_left_open_is_shown_as_inline_plots_are(mount):
+    pytest.importorskip("matplotlib")
+    src = "import matplotlib.pyplot as plt\nplt.plot([3, 1, 2])\nprint('drawn')"
+    d = sections(run(mount, src))
+    assert d["status"] == "ok" and d["stdout"] == "drawn"
+    (bundle,) = result(mount)["results"]
+    assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
+    # shown once: the next run has none
+    run(mount, "1")
+    assert result(mount)["results"] == [{"text": "1"}]
+
+
 def test_files_the_code_writes_show_through_the_mount_at_once(mount):
     os.listdir(mount.p())  # the root's listing is cached
     run(mount, "open('made_by_code.txt', 'w').write('hi')")

@@ -47,6 +47,19 @@ def _bundle(v):
     return out
 
 
+def _show_figures(shown):
+    """The figures a cell left open, each as a result and then closed, as
+    IPython's inline backend shows them at the end of a cell."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    for n in plt.get_fignums():
+        fig = plt.figure(n)
+        if fig is not shown:
+            _emit(type="result", text=repr(fig), data=_bundle(fig))
+    plt.close("all")
+
+
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("MPLCONFIGDIR", "/tmp/.matplotlib")
 for _line in _in:
@@ -69,6 +82,7 @@ for _line in _in:
             if _v is not None:
                 _g["_"] = _v
                 _emit(type="result", text=repr(_v), data=_bundle(_v))
+            _show_figures(_v)
             _emit(type="done", ok=True)
         except BaseException as _e:  # KeyboardInterrupt, SystemExit too
             sys.stdout.flush()
