@@ -208,6 +208,20 @@ def test_two_contexts_of_one_language_are_kept_apart(mount):
     expect_errno(errno.EPERM, os.mkdir, code(mount, "elsewhere"))
 
 
+def test_a_context_the_sandbox_lost_is_replaced_and_said_so(mount, server):
+    run(mount, "x = 1")
+    old = result(mount)["context"]
+    st = server.execd(mount.sandbox_id, "DELETE", "/code/contexts/" + old)[0]
+    assert st == 200
+    d = sections(run(mount, "x"))
+    assert d["status"] == "error" and d["error"].startswith("NameError")
+    assert "lost this context" in d["note"]
+    r = result(mount)
+    assert r["context_lost"] is True and r["context"] != old
+    d = sections(run(mount, "x = 2\nx"))
+    assert d == {"status": "ok", "value": "2"}
+
+
 def test_reset_gives_a_fresh_context(mount):
     run(mount, "x = 5")
     write(code(mount, "python", "ctl"), "reset\n")

@@ -43,6 +43,8 @@ struct code_result {
 	struct text traceback; /* a JSON array */
 	struct text tb_plain;  /* its lines, each ending with a newline */
 	bool truncated;        /* some output went past TEXT_MAX */
+	bool context_lost;     /* run in a new context: execd had lost
+				  the old one, and its state */
 	struct timespec started_at, finished_at;
 };
 

@@ -138,6 +138,36 @@ static int on_event(void *arg, const struct osb_event *ev)
 	return 0;
 }
 
+/*
+ * The context is gone from execd (restarted, or its context deleted by
+ * someone else): the run goes to a new one, which takes the old one's
+ * place, and the result says that the earlier state is lost.
+ */
+static int run_in_new_context(struct run *run, const char *label, bool *failed,
+			      struct osb_error *err)
+{
+	struct code *cd = run->cd;
+	struct code_ctx *cx = run->cx;
+	char old[OSB_ID_MAX];
+
+	snprintf(old, sizeof(old), "%s", run->id);
+	int rc = code_ctx_create(cd, cx->lang, run->id, err);
+	if (rc)
+		return rc;
+	log_warn("code/%s: context %s was gone from the sandbox; a new one "
+		 "(%s) takes its place, without its state",
+		 label, old, run->id);
+	pthread_mutex_lock(&cd->lock);
+	if (strcmp(cx->id, old) == 0) /* not reset meanwhile */
+		snprintf(cx->id, sizeof(cx->id), "%s", run->id);
+	cx->r.context_lost = true;
+	pthread_mutex_unlock(&cd->lock);
+	code_rec_write(cd, cx, old);
+	osb_error_clear(err);
+	return osb_code_run(cd->fs->sb, run->id, lang_of(cx), run->src,
+			    on_event, run, failed, err);
+}
+
 static void *follow_main(void *arg)
 {
 	struct run *run = arg;
@@ -152,6 +182,8 @@ static void *follow_main(void *arg)
 	osb_cancel_flag_set(&cx->cancel);
 	int rc = osb_code_run(cd->fs->sb, run->id, lang_of(cx), run->src,
 			      on_event, run, &failed, &err);
+	if (rc == -ENOENT && !atomic_load(&cx->cancel))
+		rc = run_in_new_context(run, label, &failed, &err);
 	osb_cancel_flag_set(NULL);
 	bool cancelled = atomic_load(&cx->cancel);
 	if (!cancelled) {

@@ -14,7 +14,9 @@
  *                    (of each result, one after another)
  *   --- error        NAME: VALUE of the error
  *   --- traceback    the traceback, without terminal colours
- * Other MIME types are only in result.json; a line `--- note` says so.
+ * Other MIME types are only in result.json; a section `--- note` says
+ * so, and also when the output was cut, or the sandbox had lost the
+ * context (its variables gone: the code ran in a new one).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -102,6 +104,10 @@ int code_output_text(struct code *cd, struct code_ctx *cx, struct text *out)
 	     strstr(r->bundles.s, "\"text/html\"")))
 		rc = text_adds(out, "--- note\nmore MIME types (images, "
 				    "HTML) are in result.json\n");
+	if (!rc && r->context_lost)
+		rc = text_adds(out, "--- note\nthe sandbox had lost this "
+				    "context (and its variables): the code ran "
+				    "in a new one\n");
 	if (!rc && r->truncated)
 		rc = text_adds(out, "--- note\nthe output was cut at 16 "
 				    "MiB\n");
@@ -170,8 +176,11 @@ int code_result_json(struct code *cd, struct code_ctx *cx, struct text *out)
 			rc = text_adds(out, "}");
 	}
 	if (!rc)
-		rc = text_printf(out, ",\"truncated\":%s,\"started_at\":",
-				 r->truncated ? "true" : "false");
+		rc = text_printf(out,
+				 ",\"truncated\":%s,\"context_lost\":%s,"
+				 "\"started_at\":",
+				 r->truncated ? "true" : "false",
+				 r->context_lost ? "true" : "false");
 	if (!rc)
 		rc = text_json_time(out, r->started_at);
 	if (!rc)
