@@ -208,6 +208,46 @@ def test_two_contexts_of_one_language_are_kept_apart(mount):
     expect_errno(errno.EPERM, os.mkdir, code(mount, "elsewhere"))
 
 
+def test_rmdir_removes_a_context(mount, server):
+    os.mkdir(code(mount, "python", "tmp"))
+    run(mount, "v = 1", ctx="tmp")
+    cid = result(mount, ctx="tmp")["context"]
+    os.rmdir(code(mount, "python", "tmp"))
+    assert "tmp" not in os.listdir(code(mount, "python"))
+    expect_errno(errno.ENOENT, os.stat, code(mount, "python", "tmp"))
+    st, _, body = server.execd(mount.sandbox_id, "GET", "/code/contexts", raw=True)
+    assert cid not in body.decode()
+    names = [os.path.basename(p) for p in server_listing(server, mount.sandbox_id)]
+    assert not [n for n in names if cid in n], names
+    # the name is free again, for a fresh context
+    os.mkdir(code(mount, "python", "tmp"))
+    d = sections(run(mount, "v", ctx="tmp"))
+    assert d["status"] == "error" and d["error"].startswith("NameError")
+    expect_errno(errno.ENOENT, os.rmdir, code(mount, "python", "nosuch"))
+    expect_errno(errno.ENOTDIR, os.rmdir, code(mount, "python", "input"))
+    expect_errno(errno.EPERM, os.rmdir, code(mount, "python"))
+
+
+def test_rmdir_of_a_context_running_code_is_ebusy(make_mount):
+    m = make_mount(options=["request_timeout=1s"])
+    os.mkdir(code(m, "python", "busy"))
+    with deadline(60):
+        write(code(m, "python", "busy", "input"), "import time\ntime.sleep(600)")
+    expect_errno(errno.EBUSY, os.rmdir, code(m, "python", "busy"))
+    assert "interrupt" in last_error(m)
+    write(code(m, "python", "busy", "ctl"), "interrupt")
+    wait_until(lambda: not read(code(m, "python", "busy", "output")).startswith("status: running"),
+               30, "the run's end")
+    os.rmdir(code(m, "python", "busy"))
+
+
+def server_listing(server, sid):
+    st, _, body = server.execd(sid, "GET", "/directories/list",
+                               {"path": "/tmp/.osbfs/code", "depth": "1"}, raw=True)
+    assert st == 200, body
+    return [e["path"] for e in json.loads(body)]
+
+
 def test_a_context_the_sandbox_lost_is_replaced_and_said_so(mount, server):
     run(mount, "x = 1")
     old = result(mount)["context"]

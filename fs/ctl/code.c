@@ -77,7 +77,7 @@ struct code_ctx *code_by_serial(struct code *cd, uint64_t serial)
 	struct code_ctx *r = NULL;
 	pthread_mutex_lock(&cd->lock);
 	for (size_t i = 0; i < cd->n && !r; i++)
-		if (cd->cx[i]->serial == serial)
+		if (cd->cx[i]->serial == serial && !cd->cx[i]->gone)
 			r = cd->cx[i];
 	pthread_mutex_unlock(&cd->lock);
 	return r;
@@ -105,7 +105,7 @@ struct code_ctx *code_ctx_lang(struct code *cd, const struct code_ctx *cx)
 static struct code_ctx *find_locked(struct code *cd, int lang, const char *name)
 {
 	for (size_t i = 0; i < cd->n; i++)
-		if (cd->cx[i]->lang == lang &&
+		if (cd->cx[i]->lang == lang && !cd->cx[i]->gone &&
 		    strcmp(cd->cx[i]->name, name) == 0)
 			return cd->cx[i];
 	return NULL;
@@ -127,7 +127,10 @@ struct code_ctx *code_find_named(struct code *cd, const struct code_ctx *lang,
 static struct code_ctx *add_locked(struct code *cd, int lang, const char *name,
 				   const char *id)
 {
-	if (cd->n == CODE_MAX)
+	size_t live = 0;
+	for (size_t i = 0; i < cd->n; i++)
+		live += !cd->cx[i]->gone;
+	if (live == CODE_MAX || cd->n == CODE_SLOTS)
 		return NULL;
 	struct code_ctx *cx = calloc(1, sizeof(*cx));
 	if (!cx)
@@ -148,7 +151,7 @@ int code_list_named(struct code *cd, const struct code_ctx *lang,
 	size_t n = 0;
 	for (size_t i = 0; e && i < cd->n; i++) {
 		const struct code_ctx *cx = cd->cx[i];
-		if (cx->lang != lang->lang || !cx->name[0])
+		if (cx->lang != lang->lang || !cx->name[0] || cx->gone)
 			continue;
 		snprintf(e[n].name, sizeof(e[n].name), "%s", cx->name);
 		e[n++].serial = cx->serial;
@@ -486,5 +489,50 @@ int code_make_named(struct code *cd, struct code_ctx *lang, const char *name,
 	}
 	code_rec_write(cd, cx, NULL);
 	*ret = cx;
+	return 0;
+}
+
+int code_remove_named(struct code *cd, struct code_ctx *lang, const char *name)
+{
+	struct osb_error err;
+	char id[OSB_ID_MAX], path[256];
+	const char *p = path;
+
+	pthread_mutex_lock(&cd->lock);
+	struct code_ctx *cx = *name ? find_locked(cd, lang->lang, name) : NULL;
+	int rc = 0;
+	if (!cx)
+		rc = -ENOENT;
+	else if (cx->running || cx->resetting)
+		rc = -EBUSY;
+	if (!rc) {
+		cx->resetting = true; /* no run starts meanwhile */
+		snprintf(id, sizeof(id), "%s", cx->id);
+	}
+	pthread_mutex_unlock(&cd->lock);
+	if (rc == -EBUSY)
+		log_error("rmdir code/%s/%s: code is running in it (write "
+			  "interrupt to its ctl first)",
+			  code_langs[lang->lang], name);
+	if (rc)
+		return rc;
+	rc = osb_code_context_delete(cd->fs->sb, id, &err);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (rc)
+		log_error("rmdir code/%s/%s: %s", code_langs[lang->lang], name,
+			  err.message);
+	pthread_mutex_lock(&cd->lock);
+	cx->resetting = false;
+	cx->gone = !rc;
+	if (cx->gone) {
+		code_result_release(&cx->r);
+		text_release(&cx->code);
+	}
+	pthread_mutex_unlock(&cd->lock);
+	if (rc)
+		return fs_errno(rc);
+	rec_path(path, sizeof(path), lang->lang, name, id);
+	osb_files_remove(cd->fs->sb, &p, 1, NULL);
 	return 0;
 }

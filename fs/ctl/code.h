@@ -72,6 +72,9 @@ int code_list_named(struct code *cd, const struct code_ctx *lang,
  * -EIO, -ENOSPC (too many). */
 int code_make_named(struct code *cd, struct code_ctx *lang, const char *name,
 		    struct code_ctx **ret);
+/* rmdir code/LANG/@name: its context goes, in the sandbox too. -ENOENT,
+ * -EBUSY (a run in it), -EIO. */
+int code_remove_named(struct code *cd, struct code_ctx *lang, const char *name);
 
 /*
  * code_run() - runs @len bytes of code in @cx: returns when the run has

@@ -20,8 +20,11 @@
  * LANG@NAME@ID each (NAME empty for code/LANG/ itself), so that a later
  * mount retakes a context execd still has */
 #define CODE_REC_DIR "/tmp/.osbfs/code"
-/* contexts at most, all languages together */
+/* contexts at most, all languages together; and entries, those removed
+ * by rmdir included (they are kept, hidden, until the unmount: open
+ * handles may name them) */
 #define CODE_MAX 64
+#define CODE_SLOTS 1024
 
 enum code_status {
 	CODE_IDLE,    /* nothing run yet */
@@ -56,6 +59,7 @@ struct code_ctx {
 	bool running;                 /* a run's follower thread is at work */
 	bool resetting;               /* a reset is in progress */
 	bool has_thread;              /* thread is to be joined */
+	bool gone;                    /* removed by rmdir: found by nothing */
 	pthread_t thread;
 	atomic_int cancel; /* set by code_stop: the stream stops */
 	struct text code;  /* the code of the last run */
@@ -80,7 +84,7 @@ struct code {
 	pthread_cond_t cond; /* on CLOCK_MONOTONIC */
 	enum lang_state lang[CODE_NLANG];
 	struct code_ctx *by_lang[CODE_NLANG];
-	struct code_ctx *cx[CODE_MAX];
+	struct code_ctx *cx[CODE_SLOTS];
 	size_t n;
 	uint64_t next_serial;
 	/* the records, loaded once */

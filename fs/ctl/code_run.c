@@ -286,9 +286,13 @@ int code_run(struct code *cd, struct code_ctx *cx, const char *src, size_t len)
 	copy[len] = '\0';
 
 	pthread_mutex_lock(&cd->lock);
-	int rc = cd->stopping                 ? -ESHUTDOWN :
-		 cx->running || cx->resetting ? -EBUSY :
-						0;
+	int rc = 0;
+	if (cd->stopping)
+		rc = -ESHUTDOWN;
+	else if (cx->gone)
+		rc = -ENOENT;
+	else if (cx->running || cx->resetting)
+		rc = -EBUSY;
 	bool join = !rc && take_thread(cx, &old);
 	bool mine = !rc; /* this call set running */
 	if (mine)

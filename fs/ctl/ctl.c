@@ -1,13 +1,14 @@
 /*
  * ctl.c - the control tree MOUNTPOINT/.osb/ (ctl.h): its life (init, start,
  * stop), its inodes and their attributes, lookup, getattr, setattr and readlink
- * of jobs/latest. Directories (readdir, mkdir/rmdir of jobs) are in ctl_dir.c,
- * open files in ctl_file.c, the top files' contents and verbs in ctl_root.c,
- * jobs in jobs*.c.
+ * of jobs/latest. Directories (readdir, mkdir/rmdir of jobs and code
+ * contexts) are in ctl_dir.c, open files in ctl_file.c, the top files'
+ * contents and verbs in ctl_root.c, jobs in jobs*.c, code contexts in
+ * code*.c.
  *
  * Errors: EPERM for a change of names the tree does not allow (mkdir
- * outside jobs/, rmdir of a fixed entry); EACCES for writing a
- * read-only file or creating one.
+ * outside jobs/ and code/LANG/, rmdir of a fixed entry); EACCES for
+ * writing a read-only file or creating one.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * ctl_dir.c - the control tree's directories: listings (a snapshot made
  * at opendir, jobs oldest first; code/ the languages the sandbox
  * offers), mkdir/rmdir in jobs/ (named jobs; forgetting a job), and
- * mkdir in code/LANG/ (another context). Other directories refuse
+ * in code/LANG/ (another context; removing it). Other directories refuse
  * changes with EPERM.
  *
  * A job's `wait` is reachable by name but not listed (ctl_named's
@@ -282,12 +282,34 @@ void ctl_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	ctl_node_put(c, &p);
 }
 
+/* rmdir code/LANG/@name, @lang being code/LANG/'s context. */
+static void rmdir_context(fuse_req_t req, struct ctl *c, struct code_ctx *lang,
+			  const char *name)
+{
+	struct ctl_node n = { K_CDIR, NULL, 0,
+			      code_find_named(c->code, lang, name) };
+	int rc = 0;
+	for (size_t i = 0; i < ctl_ncode; i++)
+		if (strcmp(ctl_code_files[i].name, name) == 0)
+			rc = -ENOTDIR;
+	if (!rc)
+		rc = code_remove_named(c->code, lang, name);
+	if (!rc && n.cx)
+		scratch_drop_dir(c, ctl_node_ino(&n));
+	fuse_reply_err(req, -rc);
+}
+
 void ctl_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ctl *c = ctl_of(req);
 	struct ctl_node p;
 
 	int rc = ctl_node_get(c, parent, &p);
+	if (!rc && p.kind == K_CDIR && code_ctx_is_lang(p.cx)) {
+		rmdir_context(req, c, p.cx, name);
+		ctl_node_put(c, &p);
+		return;
+	}
 	if (!rc && p.kind != K_JOBS)
 		rc = p.kind == K_JOB ? -ENOTDIR : -EPERM;
 	if (!rc && strcmp(name, "latest") == 0)
