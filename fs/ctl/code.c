@@ -194,23 +194,30 @@ void code_rec_write(struct code *cd, const struct code_ctx *cx,
 	}
 }
 
-/* Parses LANG@NAME@ID. */
-static bool rec_parse(const char *base, struct code_rec *r)
+bool code_rec_parse(const char *base, struct code_rec *ret)
 {
+	struct code_rec r = { 0 };
 	const char *a = strchr(base, '@');
 	const char *b = strrchr(base, '@');
-	if (!a || a == b || (size_t)(a - base) >= sizeof(r->name))
-		return false;
 	char lang[32];
-	snprintf(lang, sizeof(lang), "%.*s", (int)(a - base), base);
-	r->lang = code_lang_index(lang);
-	size_t nl = (size_t)(b - a - 1);
-	if (r->lang < 0 || nl > CODE_NAME_MAX || !b[1] ||
-	    strlen(b + 1) >= sizeof(r->id))
+
+	if (!a || a == b || (size_t)(a - base) >= sizeof(lang))
 		return false;
-	snprintf(r->name, sizeof(r->name), "%.*s", (int)nl, a + 1);
-	snprintf(r->id, sizeof(r->id), "%s", b + 1);
-	return !r->name[0] || job_name_valid(r->name);
+	snprintf(lang, sizeof(lang), "%.*s", (int)(a - base), base);
+	r.lang = code_lang_index(lang);
+	size_t nl = (size_t)(b - a - 1);
+	/* execd's ids are hex; nothing that could leave a path or a URL */
+	size_t idl = strspn(b + 1, "0123456789abcdefghijklmnopqrstuvwxyz"
+				   "ABCDEFGHIJKLMNOPQRSTUVWXYZ-_");
+	if (r.lang < 0 || nl > CODE_NAME_MAX || !idl || b[1 + idl] ||
+	    idl >= sizeof(r.id))
+		return false;
+	snprintf(r.name, sizeof(r.name), "%.*s", (int)nl, a + 1);
+	snprintf(r.id, sizeof(r.id), "%s", b + 1);
+	if (r.name[0] && !job_name_valid(r.name))
+		return false;
+	*ret = r;
+	return true;
 }
 
 /* Reads the records and which of them execd still has. Unlocked; sets
@@ -231,7 +238,7 @@ static void recs_read(struct code *cd, struct code_rec **ret, size_t *ret_n)
 	for (size_t i = 0; r && i < n; i++) {
 		const char *base = strrchr(st[i].path, '/');
 		if (st[i].type == OSB_FILE && base &&
-		    rec_parse(base + 1, &r[nr]))
+		    code_rec_parse(base + 1, &r[nr]))
 			nr++;
 	}
 	if (!nr ||

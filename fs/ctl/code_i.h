@@ -96,6 +96,10 @@ struct code {
 
 /* code.c */
 int code_lang_index(const char *name);
+/* A record's file name LANG@NAME@ID, from the sandbox (anything may be
+ * there): true when it is one, *ret then filled (alive and taken
+ * false). */
+bool code_rec_parse(const char *base, struct code_rec *ret);
 /* Writes @cx's record (LANG@NAME@ID); removes @old_id's if given. */
 void code_rec_write(struct code *cd, const struct code_ctx *cx,
 		    const char *old_id);
