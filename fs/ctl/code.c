@@ -25,6 +25,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "osbfs.h"
+#include "remote.h"
 
 const char *const code_langs[CODE_NLANG] = {
 	"python", "javascript", "typescript", "java", "go", "bash",
@@ -301,6 +302,19 @@ static void recs_ensure(struct code *cd)
 
 /* ---- languages ---- */
 
+int code_ctx_delete(struct code *cd, const char *id, struct osb_error *err)
+{
+	osb_error_clear(err);
+	int rc = remote_enter(cd->fs);
+	if (rc) {
+		snprintf(err->message, sizeof(err->message),
+			 "the sandbox is not running");
+		return rc;
+	}
+	rc = osb_code_context_delete(cd->fs->sb, id, err);
+	return rc == -ENOENT ? 0 : rc;
+}
+
 int code_ctx_create(struct code *cd, int lang, char *id, struct osb_error *err)
 {
 	struct osb_code_context ctx;
@@ -330,6 +344,15 @@ static int lang_settle(struct code *cd, int lang)
 	int rc = 0;
 
 	osb_error_clear(&err);
+	if (remote_enter(cd->fs)) {
+		pthread_mutex_lock(&cd->lock);
+		cd->lang[lang] = LANG_UNKNOWN;
+		pthread_cond_broadcast(&cd->cond);
+		pthread_mutex_unlock(&cd->lock);
+		log_error("code/%s: the sandbox is not running",
+			  code_langs[lang]);
+		return -EIO;
+	}
 	recs_ensure(cd);
 	pthread_mutex_lock(&cd->lock);
 	for (size_t i = 0; i < cd->nrecs && !id[0]; i++) {
@@ -475,6 +498,11 @@ int code_make_named(struct code *cd, struct code_ctx *lang, const char *name,
 	}
 	if (code_find_named(cd, lang, name))
 		return -EEXIST;
+	if (remote_enter(cd->fs)) {
+		log_error("mkdir code/%s/%s: the sandbox is not running",
+			  code_langs[lang->lang], name);
+		return -EIO;
+	}
 	int rc = code_ctx_create(cd, lang->lang, id, &err);
 	if (rc) {
 		log_error("mkdir code/%s/%s: %s", code_langs[lang->lang], name,
@@ -523,9 +551,7 @@ int code_remove_named(struct code *cd, struct code_ctx *lang, const char *name)
 			  code_langs[lang->lang], name);
 	if (rc)
 		return rc;
-	rc = osb_code_context_delete(cd->fs->sb, id, &err);
-	if (rc == -ENOENT)
-		rc = 0;
+	rc = code_ctx_delete(cd, id, &err);
 	if (rc)
 		log_error("rmdir code/%s/%s: %s", code_langs[lang->lang], name,
 			  err.message);

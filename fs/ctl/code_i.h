@@ -107,6 +107,10 @@ void code_rec_write(struct code *cd, const struct code_ctx *cx,
  * negative errno, with @err filled. */
 int code_ctx_create(struct code *cd, int lang, char *id, struct osb_error *err);
 
+/* Deletes execd's context @id (resuming a paused sandbox first); one
+ * already gone is no error. 0 or a negative errno, @err filled. */
+int code_ctx_delete(struct code *cd, const char *id, struct osb_error *err);
+
 /* code_run.c */
 void code_result_release(struct code_result *r);
 

@@ -84,6 +84,11 @@ static int on_event(void *arg, const struct osb_event *ev)
 	struct code_result *r = &run->cx->r;
 	const char *s = ev->text ? ev->text : "";
 
+	/* a stream is a use of the sandbox (idle_pause waits); it stops at
+	 * the next event (a ping comes every 3 s) once the mount goes */
+	remote_touch_activity(cd->fs);
+	if (atomic_load(&run->cx->cancel))
+		return -ECANCELED;
 	pthread_mutex_lock(&cd->lock);
 	switch (ev->type) {
 	case OSB_EV_STDOUT:
@@ -179,12 +184,10 @@ static void *follow_main(void *arg)
 
 	ctx_label(cx, label, sizeof(label));
 	osb_error_clear(&err);
-	osb_cancel_flag_set(&cx->cancel);
 	int rc = osb_code_run(cd->fs->sb, run->id, lang_of(cx), run->src,
 			      on_event, run, &failed, &err);
 	if (rc == -ENOENT && !atomic_load(&cx->cancel))
 		rc = run_in_new_context(run, label, &failed, &err);
-	osb_cancel_flag_set(NULL);
 	bool cancelled = atomic_load(&cx->cancel);
 	if (!cancelled) {
 		/* what the code wrote shows through the mount at once */
@@ -357,6 +360,11 @@ static int interrupt(struct code *cd, struct code_ctx *cx, const char *label)
 		log_error("code/%s: interrupt: nothing is running", label);
 		return -ESRCH;
 	}
+	if (remote_enter(cd->fs)) {
+		log_error("code/%s: interrupt: the sandbox is not running",
+			  label);
+		return -EIO;
+	}
 	int rc = osb_code_interrupt(cd->fs->sb, id, &err);
 	if (rc)
 		log_error("code/%s: interrupt: %s", label, err.message);
@@ -380,9 +388,7 @@ static int reset(struct code *cd, struct code_ctx *cx, const char *label)
 		return rc;
 	}
 	/* the old context goes, with whatever runs in it */
-	rc = osb_code_context_delete(cd->fs->sb, old, &err);
-	if (rc == -ENOENT)
-		rc = 0;
+	rc = code_ctx_delete(cd, old, &err);
 	if (!rc) {
 		pthread_mutex_lock(&cd->lock);
 		wait_locked(cd, cx, cd->fs->opt->request_timeout_ms);
@@ -416,6 +422,11 @@ int code_ctl(struct code *cd, struct code_ctx *cx, const char *buf, size_t len)
 	int rc = 0;
 
 	ctx_label(cx, label, sizeof(label));
+	pthread_mutex_lock(&cd->lock);
+	bool gone = cx->gone;
+	pthread_mutex_unlock(&cd->lock);
+	if (gone)
+		return -ENOENT; /* removed by rmdir since the open */
 	/* one verb a line; blank lines are nothing */
 	for (const char *p = buf, *end = buf + len; !rc && p < end;) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
