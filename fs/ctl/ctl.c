@@ -63,6 +63,7 @@ int ctl_init(struct osbfs *fs)
 	if (!c)
 		return -ENOMEM;
 	c->fs = fs;
+	pthread_mutex_init(&c->fh_lock, NULL);
 	if (!realpath(fs->opt->mountpoint, c->mountpoint))
 		snprintf(c->mountpoint, sizeof(c->mountpoint), "%s",
 			 fs->opt->mountpoint);
@@ -85,6 +86,7 @@ int ctl_init(struct osbfs *fs)
 		scratch_free(c);
 		jobs_free(c->jobs);
 		text_release(&c->readme);
+		pthread_mutex_destroy(&c->fh_lock);
 		free(c);
 		return rc;
 	}
@@ -114,6 +116,8 @@ void ctl_release_all(struct osbfs *fs)
 		return;
 	code_stop(c->code);
 	jobs_monitor_stop(c->jobs);
+	ctl_fh_free_all(c);
+	pthread_mutex_destroy(&c->fh_lock);
 	code_free(c->code);
 	jobs_free(c->jobs);
 	text_release(&c->readme);

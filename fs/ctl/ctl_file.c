@@ -32,10 +32,30 @@ static struct ctl_fh *fh_of(struct fuse_file_info *fi)
 	return (struct ctl_fh *)(uintptr_t)fi->fh;
 }
 
+/* Links a new handle into c->fhs. */
+static void fh_track(struct ctl *c, struct ctl_fh *fh)
+{
+	pthread_mutex_lock(&c->fh_lock);
+	fh->prev = NULL;
+	fh->next = c->fhs;
+	if (c->fhs)
+		c->fhs->prev = fh;
+	c->fhs = fh;
+	pthread_mutex_unlock(&c->fh_lock);
+}
+
 static void fh_free(struct ctl *c, struct ctl_fh *fh)
 {
 	if (!fh)
 		return;
+	pthread_mutex_lock(&c->fh_lock);
+	if (fh->prev)
+		fh->prev->next = fh->next;
+	else if (c->fhs == fh)
+		c->fhs = fh->next;
+	if (fh->next)
+		fh->next->prev = fh->prev;
+	pthread_mutex_unlock(&c->fh_lock);
 	ctl_node_put(c, &fh->node);
 	text_release(&fh->out);
 	text_release(&fh->in);
@@ -82,6 +102,7 @@ void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_init(&fh->lock, NULL);
 	fh->node = n;
 	fh->writer = acc != O_RDONLY;
+	fh_track(c, fh);
 	fi->fh = (uint64_t)(uintptr_t)fh;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
@@ -115,6 +136,7 @@ void ctl_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pthread_mutex_init(&fh->lock, NULL);
 	fh->node = n;
 	fh->writer = true;
+	fh_track(c, fh);
 	fi->fh = (uint64_t)(uintptr_t)fh;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
@@ -427,4 +449,10 @@ void ctl_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	(void)ino;
 	fh_free(ctl_of(req), fh_of(fi));
 	fuse_reply_err(req, 0);
+}
+
+void ctl_fh_free_all(struct ctl *c)
+{
+	while (c->fhs)
+		fh_free(c, c->fhs);
 }

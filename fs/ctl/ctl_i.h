@@ -78,6 +78,10 @@ struct ctl {
 				     egress sidecar (it never gets one) */
 	struct scratch_table *scratch;
 	struct code *code; /* code/ (code.h) */
+	/* the open control files, freed at the end if their release never
+	 * came (a lazy unmount: the kernel may drop the last ones) */
+	pthread_mutex_t fh_lock; /* a leaf */
+	struct ctl_fh *fhs;
 };
 
 /* A decoded inode: its kind, and its job (with a reference) for job
@@ -101,8 +105,9 @@ void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st);
 
 /* An open control file. */
 struct ctl_fh {
-	pthread_mutex_t lock; /* the fields below: one fd may be used
-				 by several threads at once */
+	struct ctl_fh *prev, *next; /* in ctl->fhs, under ctl->fh_lock */
+	pthread_mutex_t lock;       /* the fields below: one fd may be used
+				       by several threads at once */
 	struct ctl_node node;
 	bool writer;
 	struct text out; /* what reads return (a snapshot) */
@@ -178,6 +183,9 @@ int scratch_rename(struct ctl *c, fuse_ino_t parent, const char *name,
 void scratch_drop_dir(struct ctl *c, fuse_ino_t parent);
 
 /* ---- ctl_file.c ---- */
+
+/* Frees the handles still open (at the end, after the FUSE session). */
+void ctl_fh_free_all(struct ctl *c);
 
 /* Writes @len bytes to the control file @target as one open for
  * writing, write at offset 0 and close would: the close's result. */
