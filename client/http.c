@@ -121,8 +121,11 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata)
 		return len;
 	memcpy(line, ptr, len);
 	line[len] = '\0';
-	if (strncmp(line, "HTTP/", 5) == 0) {
+	if (strcmp(line, "\r\n") == 0 || strcmp(line, "\n") == 0) {
+		x->rs->headers_done = true;
+	} else if (strncmp(line, "HTTP/", 5) == 0) {
 		/* a new header block (after a 100 Continue, say) */
+		x->rs->headers_done = false;
 		x->rs->content_length = -1;
 		x->rs->range_start = x->rs->range_end = -1;
 		x->rs->range_total = -1;
@@ -253,9 +256,12 @@ static void set_common(struct osb_client *c, CURL *h,
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms);
 	if (rq->streaming) {
-		/* a long transfer: fail when it stalls, not when it is long */
+		/* a long transfer: fail when it stalls, not when it is long;
+		 * an event stream is alive with a ping every few seconds, a
+		 * file's bytes must move faster than a trickle */
 		long secs = c->request_timeout_ms / 1000;
-		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT,
+				 rq->bulk ? OSB_BULK_MIN_RATE : 1L);
 		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
 				 secs > 0 ? secs : 1);
 	} else {
@@ -391,6 +397,18 @@ static int fail_curl(const struct http_request *rq, CURLcode rc,
 	return -osb_errno_from_curl(rc);
 }
 
+/* libcurl refuses an answer whose headers pass its limit (100 KB) with
+ * CURLE_OUT_OF_MEMORY: not our memory, a broken or hostile server. */
+static int fail_headers(const struct http_request *rq, int attempts,
+			struct osb_error *err)
+{
+	fail_curl(rq, CURLE_OUT_OF_MEMORY,
+		  "the answer's headers are larger than libcurl takes "
+		  "(100 KB): a broken or hostile server",
+		  attempts, err);
+	return -EIO;
+}
+
 static int perform_once(struct osb_client *c, const struct http_request *rq,
 			struct http_response *rs, CURLcode *ret_rc,
 			char *errbuf)
@@ -522,7 +540,10 @@ int http_call(struct osb_client *c, const struct http_request *rq,
 				     curl_transient(crc));
 			if (crc == CURLE_OPERATION_TIMEDOUT && ++timeouts > 1)
 				transient = false; /* a hang, not a blip */
-			ret = fail_curl(rq, crc, errbuf, attempt, err);
+			if (crc == CURLE_OUT_OF_MEMORY && !rs->headers_done)
+				ret = fail_headers(rq, attempt, err);
+			else
+				ret = fail_curl(rq, crc, errbuf, attempt, err);
 		} else if (rs->status >= 200 && rs->status < 300) {
 			return 0;
 		} else {

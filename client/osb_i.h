@@ -29,6 +29,9 @@
 #define OSB_ERROR_BODY_MAX (64u << 10) /* an error answer, kept for text */
 #define OSB_EVENT_LINE_MAX (32u << 20) /* one event of a stream */
 #define OSB_POOL_IDLE_MAX 64           /* idle connections kept */
+/* a file transfer slower than this over request_timeout has stalled (a
+ * server that trickles bytes would otherwise hold a reader for ever) */
+#define OSB_BULK_MIN_RATE 1024L        /* bytes a second */
 #define OSB_BULK_RECV_BUF (512L << 10) /* libcurl's buffers for file */
 #define OSB_BULK_SEND_BUF (2L << 20)   /* contents (http.c) */
 #define OSB_HANDLE_CONNS_MAX                                                   \
@@ -170,6 +173,7 @@ struct http_response {
 	int64_t tail_cursor; /* EXECD-COMMANDS-TAIL-CURSOR, -1 if absent */
 	uint64_t delivered;  /* bytes given to the sink */
 	bool sink_stopped;   /* the sink returned non-zero */
+	bool headers_done;   /* the last header block was complete */
 	int sink_rc;
 	bool transient; /* failed, and the policy allowed a retry */
 	bool retryable; /* failed in a transient way (a lost answer

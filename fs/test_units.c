@@ -3,7 +3,8 @@
  * option value parsers, the inode table (paths, moves, unlinks), the
  * journal (records written, replayed after a "crash", compacted), the
  * symlink targets shown in the mount (linkmap.c), and the wrapper that
- * makes a command take effect at most once (remote.c, run with /bin/sh).
+ * makes a command take effect at most once (remote.c, run with /bin/sh),
+ * and the names of the code contexts' records (code.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "cache_i.h"
+#include "code_i.h"
 #include "hex.h"
 #include "holder.h"
 #include "journal.h"
@@ -436,6 +438,25 @@ static void test_once(void)
 	CHECK(sh(rm, err, sizeof(err)) == 0);
 }
 
+static void test_code_recs(void)
+{
+	struct code_rec r;
+	memset(&r, 0, sizeof(r));
+	CHECK(code_rec_parse("python@@0123abcd", &r));
+	CHECK(r.lang == code_lang_index("python") && !r.name[0] &&
+	      strcmp(r.id, "0123abcd") == 0);
+	CHECK(code_rec_parse("bash@side.1@ff", &r));
+	CHECK(strcmp(r.name, "side.1") == 0 && strcmp(r.id, "ff") == 0);
+	CHECK(!code_rec_parse("cobol@@ff", &r));      /* no such language */
+	CHECK(!code_rec_parse("python@@", &r));       /* no id */
+	CHECK(!code_rec_parse("python@x", &r));       /* one @ */
+	CHECK(!code_rec_parse("python@-bad@ff", &r)); /* a name mkdir refuses */
+	CHECK(!code_rec_parse("python@a@b@c", &r));   /* @ in the name */
+	CHECK(!code_rec_parse("", &r));
+	CHECK(!code_rec_parse("python@@ab/cd", &r)); /* not an id */
+	CHECK(!code_rec_parse("python@@ab%2e", &r));
+}
+
 int main(void)
 {
 	test_hex();
@@ -444,6 +465,7 @@ int main(void)
 	test_journal();
 	test_linkmap();
 	test_once();
+	test_code_recs();
 	if (failures) {
 		fprintf(stderr, "%d failures\n", failures);
 		return 1;

@@ -18,7 +18,7 @@ from jobhelp import (expect_errno, info, kill_quietly, last_error, osb, read, re
 from mounthelp import OSBFS
 from osbtest import http_request, wait_until
 
-ROOT_FILES = {"README", "info", "ctl", "egress", "log", "run", "jobs"}
+ROOT_FILES = {"README", "info", "ctl", "egress", "log", "run", "jobs", "code"}
 
 
 def readme_block(text, title):
@@ -165,6 +165,27 @@ def test_readme_open_write_read_example_works_as_printed(mount):
     jid, status, out = r.stdout.split("\n")[:3]
     assert re.fullmatch(r"\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{6}", jid), jid
     assert (status, out) == ("exited 0", "done")
+
+
+def test_readme_code_example_works_as_printed(mount):
+    text = read(osb(mount, "README"))
+    r = bash(readme_block(text, "Run Python with state kept between runs"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "status: ok\n--- stdout\n42\n"
+
+
+def test_project_readme_python_session_works_as_printed(mount):
+    """README.md's three-line Python session, run with its mnt/."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "README.md")) as f:
+        text = f.read()
+    block = text.split("```sh\necho 'x = 6 * 7'")[1].split("```")[0]
+    script = "echo 'x = 6 * 7'" + block
+    lines = [ln.split("  #")[0].rstrip() for ln in script.strip().split("\n")]
+    assert len(lines) == 3, lines
+    r = bash("cd %s/..\n" % mount.p() + "\n".join(l.replace("mnt/", os.path.basename(mount.p()) + "/") for l in lines))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "status: ok\n--- stdout\n42\n"
 
 
 def test_readme_names_this_mount_and_sandbox(mount):

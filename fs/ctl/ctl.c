@@ -1,13 +1,14 @@
 /*
  * ctl.c - the control tree MOUNTPOINT/.osb/ (ctl.h): its life (init, start,
  * stop), its inodes and their attributes, lookup, getattr, setattr and readlink
- * of jobs/latest. Directories (readdir, mkdir/rmdir of jobs) are in ctl_dir.c,
- * open files in ctl_file.c, the top files' contents and verbs in ctl_root.c,
- * jobs in jobs*.c.
+ * of jobs/latest. Directories (readdir, mkdir/rmdir of jobs and code
+ * contexts) are in ctl_dir.c, open files in ctl_file.c, the top files'
+ * contents and verbs in ctl_root.c, jobs in jobs*.c, code contexts in
+ * code*.c.
  *
  * Errors: EPERM for a change of names the tree does not allow (mkdir
- * outside jobs/, rmdir of a fixed entry); EACCES for writing a
- * read-only file or creating one.
+ * outside jobs/ and code/LANG/, rmdir of a fixed entry); EACCES for
+ * writing a read-only file or creating one.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,7 +31,7 @@ const struct ctl_named ctl_root_files[] = {
 	{ "README", K_README, false }, { "info", K_INFO, false },
 	{ "ctl", K_CTL, false },       { "egress", K_EGRESS, false },
 	{ "log", K_LOG, false },       { "run", K_RUN, false },
-	{ "jobs", K_JOBS, false },
+	{ "jobs", K_JOBS, false },     { "code", K_CODE, false },
 };
 
 /* wait is not listed: its read blocks while the job runs */
@@ -41,6 +42,15 @@ const struct ctl_named ctl_job_files[] = {
 	{ "ctl", K_JCTL, false },        { "info", K_JINFO, false },
 };
 
+/* in code/LANG/ and code/LANG/NAME/ */
+const struct ctl_named ctl_code_files[] = {
+	{ "input", K_CINPUT, false },
+	{ "output", K_COUTPUT, false },
+	{ "result.json", K_CRESULT, false },
+	{ "ctl", K_CCTL, false },
+};
+
+const size_t ctl_ncode = sizeof(ctl_code_files) / sizeof(ctl_code_files[0]);
 const size_t ctl_nroot = sizeof(ctl_root_files) / sizeof(ctl_root_files[0]);
 const size_t ctl_njob = sizeof(ctl_job_files) / sizeof(ctl_job_files[0]);
 
@@ -53,6 +63,7 @@ int ctl_init(struct osbfs *fs)
 	if (!c)
 		return -ENOMEM;
 	c->fs = fs;
+	pthread_mutex_init(&c->fh_lock, NULL);
 	if (!realpath(fs->opt->mountpoint, c->mountpoint))
 		snprintf(c->mountpoint, sizeof(c->mountpoint), "%s",
 			 fs->opt->mountpoint);
@@ -69,9 +80,13 @@ int ctl_init(struct osbfs *fs)
 		rc = ctl_readme_make(c, &c->readme);
 	if (!rc)
 		rc = scratch_init(c);
+	if (!rc)
+		rc = code_new(fs, &c->code);
 	if (rc) {
+		scratch_free(c);
 		jobs_free(c->jobs);
 		text_release(&c->readme);
+		pthread_mutex_destroy(&c->fh_lock);
 		free(c);
 		return rc;
 	}
@@ -86,8 +101,12 @@ int ctl_start(struct osbfs *fs)
 
 void ctl_stop(struct osbfs *fs)
 {
-	if (fs->ctl)
-		jobs_monitor_stop(fs->ctl->jobs);
+	if (!fs->ctl)
+		return;
+	/* the code runs' followers first: they drop caches through the
+	 * notifier and answer closes waiting for them */
+	code_stop(fs->ctl->code);
+	jobs_monitor_stop(fs->ctl->jobs);
 }
 
 void ctl_release_all(struct osbfs *fs)
@@ -95,7 +114,11 @@ void ctl_release_all(struct osbfs *fs)
 	struct ctl *c = fs->ctl;
 	if (!c)
 		return;
+	code_stop(c->code);
 	jobs_monitor_stop(c->jobs);
+	ctl_fh_free_all(c);
+	pthread_mutex_destroy(&c->fh_lock);
+	code_free(c->code);
 	jobs_free(c->jobs);
 	text_release(&c->readme);
 	scratch_free(c);
@@ -123,6 +146,17 @@ fuse_ino_t ctl_ino(enum ctl_kind kind, const struct job *job)
 	       (kind - K_JOB_FIRST);
 }
 
+fuse_ino_t ctl_node_ino(const struct ctl_node *n)
+{
+	if (n->kind == K_SCRATCH)
+		return scratch_ino(n->serial);
+	if (n->kind >= K_CDIR && n->kind <= K_CCTL && n->cx)
+		return CTL_INO_BASE + CODE_INO_BIT +
+		       (code_ctx_serial(n->cx) << CTL_JOB_SHIFT) +
+		       (n->kind - K_CDIR);
+	return ctl_ino(n->kind, n->job);
+}
+
 int ctl_node_get(struct ctl *c, fuse_ino_t ino, struct ctl_node *ret)
 {
 	if (!ctl_is_ino(ino))
@@ -132,10 +166,20 @@ int ctl_node_get(struct ctl *c, fuse_ino_t ino, struct ctl_node *ret)
 	uint64_t k = v & ((1u << CTL_JOB_SHIFT) - 1);
 	ret->job = NULL;
 	ret->serial = 0;
+	ret->cx = NULL;
 	if (v & SCRATCH_INO_BIT) {
 		ret->kind = K_SCRATCH;
 		ret->serial = v - SCRATCH_INO_BIT;
 		return scratch_exists(c, ret->serial) ? 0 : -ENOENT;
+	}
+	if (v & CODE_INO_BIT) {
+		v -= CODE_INO_BIT;
+		if ((v & ((1u << CTL_JOB_SHIFT) - 1)) > K_CCTL - K_CDIR)
+			return -ENOENT;
+		ret->cx = code_by_serial(c->code, v >> CTL_JOB_SHIFT);
+		ret->kind = (enum ctl_kind)(K_CDIR +
+					    (v & ((1u << CTL_JOB_SHIFT) - 1)));
+		return ret->cx ? 0 : -ENOENT;
 	}
 	if (!serial) {
 		if (k >= K_JOB_FIRST)
@@ -185,6 +229,9 @@ static const mode_t modes[] = {
 	[K_JEXIT] = S_IFREG | 0444,   [K_JSTDOUT] = S_IFREG | 0444,
 	[K_JSTDERR] = S_IFREG | 0444, [K_JWAIT] = S_IFREG | 0444,
 	[K_JCTL] = S_IFREG | 0200,    [K_JINFO] = S_IFREG | 0444,
+	[K_CODE] = S_IFDIR | 0755,    [K_CDIR] = S_IFDIR | 0755,
+	[K_CINPUT] = S_IFREG | 0644,  [K_COUTPUT] = S_IFREG | 0444,
+	[K_CRESULT] = S_IFREG | 0444, [K_CCTL] = S_IFREG | 0200,
 	[K_SCRATCH] = S_IFREG | 0600,
 };
 
@@ -208,6 +255,25 @@ static off_t len_of(struct ctl *c, struct job *j,
 	off_t n = rc ? 0 : (off_t)t.len;
 	text_release(&t);
 	return n;
+}
+
+/* The length of what @make says of @cx. */
+static off_t len_of_code(struct ctl *c, struct code_ctx *cx,
+			 int (*make)(struct code *, struct code_ctx *,
+				     struct text *))
+{
+	struct text t = { 0 };
+	off_t n = make(c->code, cx, &t) ? 0 : (off_t)t.len;
+	text_release(&t);
+	return n;
+}
+
+/* A context's files change when a run starts and ends. */
+static void code_stat_times(struct ctl *c, struct code_ctx *cx, struct stat *st)
+{
+	struct timespec t = code_mtime(c->code, cx);
+	if (t.tv_sec)
+		st->st_mtim = st->st_ctim = t;
 }
 
 /* Sizes and times of a job's files. */
@@ -256,8 +322,7 @@ void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st)
 	char *log;
 
 	memset(st, 0, sizeof(*st));
-	st->st_ino = n->kind == K_SCRATCH ? scratch_ino(n->serial) :
-					    ctl_ino(n->kind, n->job);
+	st->st_ino = ctl_node_ino(n);
 	st->st_mode = ctl_node_mode(c, n);
 	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
 	st->st_uid = c->fs->uid;
@@ -286,6 +351,18 @@ void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st)
 	case K_SCRATCH:
 		scratch_stat(c, n->serial, st);
 		break;
+	case K_CINPUT:
+		code_stat_times(c, n->cx, st);
+		st->st_size = len_of_code(c, n->cx, code_input_text);
+		break;
+	case K_COUTPUT:
+		code_stat_times(c, n->cx, st);
+		st->st_size = len_of_code(c, n->cx, code_output_text);
+		break;
+	case K_CRESULT:
+		code_stat_times(c, n->cx, st);
+		st->st_size = len_of_code(c, n->cx, code_result_json);
+		break;
 	default:
 		if (n->job)
 			job_stat(c, n, st);
@@ -295,7 +372,8 @@ void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st)
 
 static bool is_live_kind(enum ctl_kind k)
 {
-	return k != K_ROOT && k != K_JOBS && k != K_JOB && k != K_README;
+	return k != K_ROOT && k != K_JOBS && k != K_JOB && k != K_README &&
+	       k != K_CODE && k != K_CDIR;
 }
 
 void ctl_entry_fill(struct ctl *c, const struct ctl_node *n,
@@ -321,7 +399,7 @@ void ctl_reply_entry(fuse_req_t req, struct ctl *c, const struct ctl_node *n)
 
 void ctl_lookup_root(fuse_req_t req)
 {
-	struct ctl_node n = { K_ROOT, NULL, 0 };
+	struct ctl_node n = { K_ROOT, NULL, 0, NULL };
 	ctl_reply_entry(req, ctl_of(req), &n);
 }
 
@@ -353,7 +431,7 @@ static struct job *job_named(struct ctl *c, const char *name)
 int ctl_resolve(struct ctl *c, fuse_ino_t parent, const char *name,
 		struct ctl_node *ret)
 {
-	struct ctl_node p, n = { K_ROOT, NULL, 0 };
+	struct ctl_node p, n = { K_ROOT, NULL, 0, NULL };
 	char id[JOB_ID_MAX];
 	int rc = ctl_node_get(c, parent, &p);
 
@@ -382,10 +460,25 @@ int ctl_resolve(struct ctl *c, fuse_ino_t parent, const char *name,
 				rc = n.job ? 0 : -ENOENT;
 			}
 			break;
+		case K_CODE:
+			n.kind = K_CDIR;
+			rc = code_lang_open(c->code, name, &n.cx);
+			break;
+		case K_CDIR:
+			n.cx = p.cx;
+			rc = find_named(ctl_code_files, ctl_ncode, name,
+					&n.kind);
+			if (rc && code_ctx_is_lang(p.cx)) {
+				n.kind = K_CDIR;
+				n.cx = code_find_named(c->code, p.cx, name);
+				rc = n.cx ? 0 : -ENOENT;
+			}
+			break;
 		default:
 			rc = -ENOTDIR;
 		}
-		if (rc == -ENOENT && (p.kind == K_ROOT || p.kind == K_JOB) &&
+		if (rc == -ENOENT &&
+		    (p.kind == K_ROOT || p.kind == K_JOB || p.kind == K_CDIR) &&
 		    !scratch_find(c, parent, name, &n.serial)) {
 			n.kind = K_SCRATCH;
 			rc = 0;

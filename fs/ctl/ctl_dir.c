@@ -1,7 +1,9 @@
 /*
  * ctl_dir.c - the control tree's directories: listings (a snapshot made
- * at opendir, jobs oldest first), and mkdir/rmdir in jobs/ (named jobs;
- * forgetting a job). Other directories refuse changes with EPERM.
+ * at opendir, jobs oldest first; code/ the languages the sandbox
+ * offers), mkdir/rmdir in jobs/ (named jobs; forgetting a job), and
+ * in code/LANG/ (another context; removing it). Other directories refuse
+ * changes with EPERM.
  *
  * A job's `wait` is reachable by name but not listed (ctl_named's
  * unlisted), as the control dir itself is left out of the mount's root
@@ -51,6 +53,68 @@ static int snap_add(struct dirsnap *d, size_t *cap, const char *name,
 	return 0;
 }
 
+/* code/: the languages the sandbox offers. */
+static int snap_code(struct ctl *c, struct dirsnap *d, size_t *cap)
+{
+	unsigned mask = code_langs_offered(c->code);
+	int rc = 0;
+	for (int i = 0; !rc && i < CODE_NLANG; i++) {
+		struct ctl_node n = { K_CDIR, NULL, 0, NULL };
+		if (!(mask & (1u << i)) ||
+		    code_lang_open(c->code, code_langs[i], &n.cx))
+			continue;
+		rc = snap_add(d, cap, code_langs[i], ctl_node_ino(&n), S_IFDIR);
+	}
+	return rc;
+}
+
+/* code/LANG/ or code/LANG/NAME/: the files, and in the first the
+ * contexts made by mkdir. */
+static int snap_cdir(struct ctl *c, const struct ctl_node *dir,
+		     struct dirsnap *d, size_t *cap)
+{
+	struct code_entry *e = NULL;
+	size_t n = 0;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < ctl_ncode; i++) {
+		struct ctl_node f = { ctl_code_files[i].kind, NULL, 0,
+				      dir->cx };
+		rc = snap_add(d, cap, ctl_code_files[i].name, ctl_node_ino(&f),
+			      S_IFREG);
+	}
+	if (!rc && code_ctx_is_lang(dir->cx))
+		rc = code_list_named(c->code, dir->cx, &e, &n);
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct ctl_node f = { K_CDIR, NULL, 0,
+				      code_by_serial(c->code, e[i].serial) };
+		if (f.cx)
+			rc = snap_add(d, cap, e[i].name, ctl_node_ino(&f),
+				      S_IFDIR);
+	}
+	free(e);
+	return rc;
+}
+
+/* The inode of @n's parent directory. */
+static fuse_ino_t parent_ino(struct ctl *c, const struct ctl_node *n)
+{
+	struct ctl_node p = { K_CDIR, NULL, 0, NULL };
+	switch (n->kind) {
+	case K_ROOT:
+		return NODE_ROOT_INO;
+	case K_JOBS:
+	case K_CODE:
+		return ctl_root_ino();
+	case K_CDIR:
+		if (code_ctx_is_lang(n->cx))
+			return ctl_ino(K_CODE, NULL);
+		p.cx = code_ctx_lang(c->code, n->cx);
+		return ctl_node_ino(&p);
+	default:
+		return ctl_ino(K_JOBS, NULL);
+	}
+}
+
 static int snap_jobs(struct ctl *c, struct dirsnap *d, size_t *cap)
 {
 	struct job_entry *e = NULL;
@@ -81,21 +145,20 @@ void ctl_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	struct dirsnap *d = calloc(1, sizeof(*d));
 	int rc = d ? 0 : -ENOMEM;
-	if (!rc && n.kind != K_ROOT && n.kind != K_JOBS && n.kind != K_JOB)
+	if (!rc && n.kind != K_ROOT && n.kind != K_JOBS && n.kind != K_JOB &&
+	    n.kind != K_CODE && n.kind != K_CDIR)
 		rc = -ENOTDIR;
 	if (!rc)
 		rc = snap_add(d, &cap, ".", ino, S_IFDIR);
 	if (!rc)
-		rc = snap_add(d, &cap, "..",
-			      n.kind == K_ROOT ? NODE_ROOT_INO :
-			      n.kind == K_JOBS ? ctl_root_ino() :
-						 ctl_ino(K_JOBS, NULL),
-			      S_IFDIR);
+		rc = snap_add(d, &cap, "..", parent_ino(c, &n), S_IFDIR);
 	for (size_t i = 0; !rc && n.kind == K_ROOT && i < ctl_nroot; i++)
 		rc = snap_add(d, &cap, ctl_root_files[i].name,
 			      ctl_ino(ctl_root_files[i].kind, NULL),
-			      ctl_root_files[i].kind == K_JOBS ? S_IFDIR :
-								 S_IFREG);
+			      ctl_root_files[i].kind == K_JOBS ||
+					      ctl_root_files[i].kind == K_CODE ?
+				      S_IFDIR :
+				      S_IFREG);
 	for (size_t i = 0; !rc && n.kind == K_JOB && i < ctl_njob; i++) {
 		if (ctl_job_files[i].unlisted)
 			continue;
@@ -104,6 +167,10 @@ void ctl_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (!rc && n.kind == K_JOBS)
 		rc = snap_jobs(c, d, &cap);
+	if (!rc && n.kind == K_CODE)
+		rc = snap_code(c, d, &cap);
+	if (!rc && n.kind == K_CDIR)
+		rc = snap_cdir(c, &n, d, &cap);
 	ctl_node_put(c, &n);
 	if (rc) {
 		if (d)
@@ -181,6 +248,18 @@ void ctl_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	(void)mode;
 
 	int rc = ctl_node_get(c, parent, &p);
+	if (!rc && p.kind == K_CDIR && code_ctx_is_lang(p.cx)) {
+		struct code_ctx *cx = NULL;
+		rc = code_make_named(c->code, p.cx, name, &cx);
+		if (!rc) {
+			struct ctl_node n = { K_CDIR, NULL, 0, cx };
+			ctl_reply_entry(req, c, &n);
+		} else {
+			fuse_reply_err(req, -rc);
+		}
+		ctl_node_put(c, &p);
+		return;
+	}
 	if (!rc && p.kind != K_JOBS)
 		rc = -EPERM;
 	if (!rc && strcmp(name, "latest") == 0)
@@ -194,7 +273,7 @@ void ctl_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	if (!rc)
 		rc = jobs_make_named(c->jobs, name, &j);
 	if (!rc) {
-		struct ctl_node n = { K_JOB, j, 0 };
+		struct ctl_node n = { K_JOB, j, 0, NULL };
 		ctl_reply_entry(req, c, &n);
 		job_put(c->jobs, j);
 	} else {
@@ -203,12 +282,34 @@ void ctl_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	ctl_node_put(c, &p);
 }
 
+/* rmdir code/LANG/@name, @lang being code/LANG/'s context. */
+static void rmdir_context(fuse_req_t req, struct ctl *c, struct code_ctx *lang,
+			  const char *name)
+{
+	struct ctl_node n = { K_CDIR, NULL, 0,
+			      code_find_named(c->code, lang, name) };
+	int rc = 0;
+	for (size_t i = 0; i < ctl_ncode; i++)
+		if (strcmp(ctl_code_files[i].name, name) == 0)
+			rc = -ENOTDIR;
+	if (!rc)
+		rc = code_remove_named(c->code, lang, name);
+	if (!rc && n.cx)
+		scratch_drop_dir(c, ctl_node_ino(&n));
+	fuse_reply_err(req, -rc);
+}
+
 void ctl_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ctl *c = ctl_of(req);
 	struct ctl_node p;
 
 	int rc = ctl_node_get(c, parent, &p);
+	if (!rc && p.kind == K_CDIR && code_ctx_is_lang(p.cx)) {
+		rmdir_context(req, c, p.cx, name);
+		ctl_node_put(c, &p);
+		return;
+	}
 	if (!rc && p.kind != K_JOBS)
 		rc = p.kind == K_JOB ? -ENOTDIR : -EPERM;
 	if (!rc && strcmp(name, "latest") == 0)

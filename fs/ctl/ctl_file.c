@@ -32,10 +32,30 @@ static struct ctl_fh *fh_of(struct fuse_file_info *fi)
 	return (struct ctl_fh *)(uintptr_t)fi->fh;
 }
 
+/* Links a new handle into c->fhs. */
+static void fh_track(struct ctl *c, struct ctl_fh *fh)
+{
+	pthread_mutex_lock(&c->fh_lock);
+	fh->prev = NULL;
+	fh->next = c->fhs;
+	if (c->fhs)
+		c->fhs->prev = fh;
+	c->fhs = fh;
+	pthread_mutex_unlock(&c->fh_lock);
+}
+
 static void fh_free(struct ctl *c, struct ctl_fh *fh)
 {
 	if (!fh)
 		return;
+	pthread_mutex_lock(&c->fh_lock);
+	if (fh->prev)
+		fh->prev->next = fh->next;
+	else if (c->fhs == fh)
+		c->fhs = fh->next;
+	if (fh->next)
+		fh->next->prev = fh->prev;
+	pthread_mutex_unlock(&c->fh_lock);
 	ctl_node_put(c, &fh->node);
 	text_release(&fh->out);
 	text_release(&fh->in);
@@ -82,6 +102,7 @@ void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_init(&fh->lock, NULL);
 	fh->node = n;
 	fh->writer = acc != O_RDONLY;
+	fh_track(c, fh);
 	fi->fh = (uint64_t)(uintptr_t)fh;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
@@ -93,7 +114,7 @@ void ctl_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		mode_t mode, struct fuse_file_info *fi)
 {
 	struct ctl *c = ctl_of(req);
-	struct ctl_node n = { K_SCRATCH, NULL, 0 };
+	struct ctl_node n = { K_SCRATCH, NULL, 0, NULL };
 	(void)mode;
 
 	/* a writer's temporary file, in .osb/ or a job's directory; nothing
@@ -115,6 +136,7 @@ void ctl_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pthread_mutex_init(&fh->lock, NULL);
 	fh->node = n;
 	fh->writer = true;
+	fh_track(c, fh);
 	fi->fh = (uint64_t)(uintptr_t)fh;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
@@ -128,7 +150,9 @@ void ctl_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 static const char *file_name(const struct ctl_fh *fh)
 {
-	return fh->node.kind == K_RUN ? "run" : "cmd";
+	return fh->node.kind == K_RUN    ? "run" :
+	       fh->node.kind == K_CINPUT ? "input" :
+					   "cmd";
 }
 
 /* Starts the job written to @fh, once. Locked (fh). */
@@ -141,13 +165,16 @@ static int start_pending(struct ctl *c, struct ctl_fh *fh)
 	fh->started = true;
 	int rc = 0;
 	if (text_blank(fh->in.s, fh->in.len)) {
-		log_error("%s: the command is empty", file_name(fh));
+		log_error("%s: the %s is empty", file_name(fh),
+			  fh->node.kind == K_CINPUT ? "code" : "command");
 		rc = -EINVAL;
 	} else if (text_check_command(fh->in.s, fh->in.len, false)) {
 		log_error("%s: the command is not text (binary data, or not "
 			  "UTF-8)",
 			  file_name(fh));
 		rc = -EINVAL;
+	} else if (fh->node.kind == K_CINPUT) {
+		rc = code_run(c->code, fh->node.cx, fh->in.s, fh->in.len);
 	} else if (fh->node.kind == K_RUN) {
 		struct job *j = NULL;
 		rc = jobs_run(c->jobs, fh->in.s, fh->in.len, &j);
@@ -208,6 +235,12 @@ static int make_out(struct ctl *c, struct ctl_fh *fh)
 		return job_info_json(js, j, t);
 	case K_SCRATCH:
 		return scratch_read(c, fh->node.serial, t);
+	case K_CINPUT:
+		return code_input_text(c->code, fh->node.cx, t);
+	case K_COUTPUT:
+		return code_output_text(c->code, fh->node.cx, t);
+	case K_CRESULT:
+		return code_result_json(c->code, fh->node.cx, t);
 	default:
 		return -EACCES;
 	}
@@ -329,11 +362,23 @@ static int fh_write(struct ctl *c, struct ctl_fh *fh, const char *buf,
 			text_release(&fh->in);
 		pthread_mutex_unlock(&fh->lock);
 		break;
+	case K_CINPUT:
+		if (code_busy(c->code, fh->node.cx)) {
+			log_error("input: a run is in progress in this context "
+				  "(read output; write interrupt to ctl to "
+				  "stop it)");
+			rc = -EBUSY;
+			break;
+		}
+		/* fall through */
 	case K_RUN:
 	case K_JCMD:
 		pthread_mutex_lock(&fh->lock);
 		rc = collect_command(fh, buf, size, off);
 		pthread_mutex_unlock(&fh->lock);
+		break;
+	case K_CCTL:
+		rc = code_ctl(c->code, fh->node.cx, buf, size);
 		break;
 	case K_SCRATCH:
 		rc = off < 0 ? -EINVAL :
@@ -362,7 +407,8 @@ static int fh_flush(struct ctl *c, struct ctl_fh *fh)
 {
 	int rc = 0;
 	pthread_mutex_lock(&fh->lock);
-	if (fh->node.kind == K_RUN || fh->node.kind == K_JCMD) {
+	if (fh->node.kind == K_RUN || fh->node.kind == K_JCMD ||
+	    fh->node.kind == K_CINPUT) {
 		if (fh->writer)
 			rc = start_pending(c, fh);
 	} else if (fh->node.kind == K_EGRESS && fh->in.len) {
@@ -403,4 +449,10 @@ void ctl_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	(void)ino;
 	fh_free(ctl_of(req), fh_of(fi));
 	fuse_reply_err(req, 0);
+}
+
+void ctl_fh_free_all(struct ctl *c)
+{
+	while (c->fhs)
+		fh_free(c, c->fhs);
 }

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "code.h"
 #include "ctl.h"
 #include "ctl_text.h"
 #include "jobs.h"
@@ -33,6 +34,7 @@ enum ctl_kind {
 	K_RUN,
 	K_JOBS,
 	K_LATEST,
+	K_CODE,
 	/* in jobs/ID/ */
 	K_JOB,
 	K_JCMD,
@@ -43,10 +45,20 @@ enum ctl_kind {
 	K_JWAIT,
 	K_JCTL,
 	K_JINFO,
+	/* a code context's directory (code/LANG/, code/LANG/NAME/), its
+	 * files */
+	K_CDIR,
+	K_CINPUT,
+	K_COUTPUT,
+	K_CRESULT,
+	K_CCTL,
 	/* a writer's temporary file (ctl_scratch.c) */
 	K_SCRATCH,
 };
 #define K_JOB_FIRST K_JOB
+/* A code context's inodes: CTL_INO_BASE + CODE_INO_BIT + 16 * its
+ * serial + (kind - K_CDIR). */
+#define CODE_INO_BIT (1ull << 45)
 /* Scratch files' inodes: CTL_INO_BASE + SCRATCH_INO_BIT + serial. */
 #define SCRATCH_INO_BIT (1ull << 46)
 #define SCRATCH_MAX 64
@@ -65,6 +77,11 @@ struct ctl {
 	atomic_bool no_sidecar;   /* the sandbox was found to have no
 				     egress sidecar (it never gets one) */
 	struct scratch_table *scratch;
+	struct code *code; /* code/ (code.h) */
+	/* the open control files, freed at the end if their release never
+	 * came (a lazy unmount: the kernel may drop the last ones) */
+	pthread_mutex_t fh_lock; /* a leaf */
+	struct ctl_fh *fhs;
 };
 
 /* A decoded inode: its kind, and its job (with a reference) for job
@@ -72,12 +89,15 @@ struct ctl {
 struct ctl_node {
 	enum ctl_kind kind;
 	struct job *job;
-	uint64_t serial; /* of a scratch file */
+	uint64_t serial;     /* of a scratch file */
+	struct code_ctx *cx; /* code kinds: lives as long as the mount */
 };
 /* -ENOENT for an inode that names nothing (any more). */
 int ctl_node_get(struct ctl *c, fuse_ino_t ino, struct ctl_node *ret);
 void ctl_node_put(struct ctl *c, struct ctl_node *n);
 fuse_ino_t ctl_ino(enum ctl_kind kind, const struct job *job);
+/* The inode of any node. */
+fuse_ino_t ctl_node_ino(const struct ctl_node *n);
 /* Its mode: S_IF* and the owner's bits (0444 readable, 0200 writable). */
 mode_t ctl_node_mode(struct ctl *c, const struct ctl_node *n);
 /* The attributes of @n. */
@@ -85,15 +105,17 @@ void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st);
 
 /* An open control file. */
 struct ctl_fh {
-	pthread_mutex_t lock; /* the fields below: one fd may be used
-				 by several threads at once */
+	struct ctl_fh *prev, *next; /* in ctl->fhs, under ctl->fh_lock */
+	pthread_mutex_t lock;       /* the fields below: one fd may be used
+				       by several threads at once */
 	struct ctl_node node;
 	bool writer;
 	struct text out; /* what reads return (a snapshot) */
 	bool have_out;
 	size_t out_pos;          /* run: where the next read goes on */
 	struct text in;          /* what was written, not yet used */
-	bool started;            /* run, cmd: the job was started */
+	bool started;            /* run, cmd, input: the job was started (the
+				    code run) */
 	int start_rc;            /* run: how starting went */
 	char job_id[JOB_ID_MAX]; /* run: the job started */
 };
@@ -110,6 +132,8 @@ extern const struct ctl_named ctl_root_files[];
 extern const size_t ctl_nroot;
 extern const struct ctl_named ctl_job_files[];
 extern const size_t ctl_njob;
+extern const struct ctl_named ctl_code_files[];
+extern const size_t ctl_ncode;
 
 static inline struct ctl *ctl_of(fuse_req_t req)
 {
@@ -159,6 +183,9 @@ int scratch_rename(struct ctl *c, fuse_ino_t parent, const char *name,
 void scratch_drop_dir(struct ctl *c, fuse_ino_t parent);
 
 /* ---- ctl_file.c ---- */
+
+/* Frees the handles still open (at the end, after the FUSE session). */
+void ctl_fh_free_all(struct ctl *c);
 
 /* Writes @len bytes to the control file @target as one open for
  * writing, write at offset 0 and close would: the close's result. */

@@ -129,7 +129,8 @@ static int takes_scratch(struct ctl *c, fuse_ino_t parent)
 	int rc = ctl_node_get(c, parent, &p);
 	if (rc)
 		return rc;
-	rc = p.kind == K_ROOT || p.kind == K_JOB ? 0 : -EACCES;
+	rc = p.kind == K_ROOT || p.kind == K_JOB || p.kind == K_CDIR ? 0 :
+								       -EACCES;
 	ctl_node_put(c, &p);
 	return rc;
 }

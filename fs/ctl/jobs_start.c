@@ -31,8 +31,10 @@ static bool maybe_started(int rc, const struct osb_error *err)
 		return false;
 	if (err->status >= 400 && err->status < 500)
 		return false;
-	if (err->status == 200)
-		return false; /* execd answered: could not spawn */
+	/* execd said it could not spawn; an answer it cut or garbled
+	 * (-EPROTO) says nothing of whether the command runs */
+	if (err->status == 200 && rc != -EPROTO)
+		return false;
 	return true;
 }
 

@@ -77,6 +77,10 @@ int connect_client(struct osbfs_options *o, struct osb_client **ret, char *msg,
 	}
 	/* what the options leave out: the environment, then the file */
 	osb_config_layer(&cfg, &o->cfgfile);
+	/* what the daemon waits for itself (a code run's close) */
+	if (!o->request_timeout_ms)
+		o->request_timeout_ms =
+			cfg.request_timeout_ms ? cfg.request_timeout_ms : 30000;
 	if (cfg.api_key == o->cfgfile.api_key && o->cfgfile.key_exposed)
 		log_warn("%s holds the API key and others may read it "
 			 "(chmod 600 %s)",

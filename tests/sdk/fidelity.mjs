@@ -4,6 +4,7 @@
 //
 // usage: node fidelity.mjs DOMAIN API_KEY      (DOMAIN = 127.0.0.1:PORT)
 import { ConnectionConfig, Sandbox } from "@alibaba-group/opensandbox";
+import { createExecdClient } from "@alibaba-group/opensandbox/internal";
 
 const [domain, apiKey] = process.argv.slice(2);
 if (!domain) {
@@ -157,6 +158,46 @@ async function main() {
     eq(sr.logs.stdout.map((m) => m.text), ["v", "/tmp"], "session state");
     await sbx.commands.deleteSession(sess);
     log("bash session");
+
+    step = "code contexts";
+    // The SDK has no code-interpreter service; its generated execd client
+    // (the one its adapters use) speaks the code API's routes.
+    const ep = await sbx.getEndpoint(44772);
+    const execd = createExecdClient({ baseUrl: `http://${ep.endpoint}`, headers: ep.headers ?? {} });
+    const made = await execd.POST("/code/context", { body: { language: "python", cwd: "/workspace" } });
+    eq(made.response.status, 200, "create context status");
+    truthy(/^[0-9a-f]{32}$/.test(made.data.id), `context id ${made.data.id}`);
+    eq(made.data.language, "python", "context language");
+    const runCode = async (id, code) => {
+      const r = await execd.POST("/code", {
+        body: { context: { id, language: "python" }, code },
+        parseAs: "text",
+      });
+      eq(r.response.status, 200, "run status");
+      return r.data.split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
+    };
+    await runCode(made.data.id, "x = 41");
+    let evs = await runCode(made.data.id, "print('hi')\nx + 1");
+    eq(evs[0].type, "init", "first event");
+    eq(evs[0].text, made.data.id, "init names the context");
+    eq(evs.filter((e) => e.type === "stdout").map((e) => e.text).join(""), "hi\n", "stdout");
+    eq(evs.find((e) => e.type === "result").results, { text: "42" }, "result bundle");
+    eq(evs[evs.length - 1].type, "execution_complete", "terminal event");
+    evs = await runCode(made.data.id, "1/0");
+    const err = evs.find((e) => e.type === "error");
+    eq(err.error.ename, "ZeroDivisionError", "error name");
+    truthy(!evs.some((e) => e.type === "execution_complete"), "no execution_complete after an error");
+    const listed = await execd.GET("/code/contexts", { params: { query: { language: "python" } } });
+    truthy(listed.data.some((c) => c.id === made.data.id), "context listed");
+    const nojava = await execd.POST("/code/context", { body: { language: "java" } });
+    eq(nojava.response.status, 500, "a language without a kernel");
+    eq(nojava.error.code, "RUNTIME_ERROR", "its error code");
+    const del = await execd.DELETE("/code/contexts/{context_id}", { params: { path: { context_id: made.data.id } } });
+    eq(del.response.status, 200, "delete context");
+    const delAgain = await execd.DELETE("/code/contexts/{context_id}", { params: { path: { context_id: made.data.id } } });
+    eq(delAgain.response.status, 404, "delete again");
+    eq(delAgain.error.code, "CONTEXT_NOT_FOUND", "its error code");
+    log("code contexts: create, run with state, result bundle, error, list, no kernel, delete");
 
     step = "egress";
     const pol = await sbx.getEgressPolicy();

@@ -173,7 +173,9 @@ class Kernel:
                             stream.send("execution_count", execution_count=count)
                         elif t == "result":
                             self._drain(stream)
-                            stream.send("result", results={"text": ev.get("text", "")})
+                            bundle = {"text": ev.get("text", "")}
+                            bundle.update(ev.get("data") or {})
+                            stream.send("result", results=bundle)
                         elif t == "error":
                             self._drain(stream)
                             failed = True

@@ -104,7 +104,7 @@ class ExecdHandler(Handler):
         app = self.server.app
         app.stats.count("%s %s" % (self.command, route.template if route else self.url_path), sb.id)
         f = app.faults.pick("execd", self.command, self.raw_path)
-        if f is not None and self.apply_fault(f):
+        if f is not None and self.apply_fault(f, route):
             return
         sb.gate()
         tok = sb.execd_token()

@@ -17,6 +17,8 @@ the rule's kinds, chosen at random:
                mid-way; other requests are served whole)
   late         perform the request now, send its answer after delay_ms (an
                answer that was true when made and is old when it arrives)
+  garbage, endless, huge_header, lie
+               a hostile server's answers (hostile.py)
 
 "next": N makes the next N matching requests fail; after those, "rate" (a
 fraction) applies.  Counting: every request that reaches a listener is counted
@@ -27,7 +29,9 @@ import random
 import re
 import threading
 
-KINDS = ("reset", "reset_after", "500", "502", "503", "504", "delay", "cut", "late")
+from . import hostile
+
+KINDS = ("reset", "reset_after", "500", "502", "503", "504", "delay", "cut", "late") + hostile.KINDS
 
 
 class FaultRule:

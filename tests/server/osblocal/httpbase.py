@@ -21,7 +21,7 @@ import traceback
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import util
+from . import hostile, util
 
 READ_CHUNK = 1 << 20
 
@@ -386,7 +386,7 @@ class Handler(BaseHTTPRequestHandler):
         app.stats.count("%s %s" % (self.command, route.template), route.sid)
         if self.fault_scope is not None and self.faultable(route):
             f = app.faults.pick(self.fault_scope, self.command, self.raw_path)
-            if f is not None and self.apply_fault(f):
+            if f is not None and self.apply_fault(f, route):
                 return
         self.serve(route)
 
@@ -412,9 +412,12 @@ class Handler(BaseHTTPRequestHandler):
     def faultable(self, route):
         return True
 
-    def apply_fault(self, fault):
+    def apply_fault(self, fault, route):
         """Returns True when the request was answered (or dropped) by the fault."""
         kind, delay_ms = fault
+        if kind in hostile.KINDS:
+            hostile.serve(self, route, kind)
+            return True
         if kind == "delay":
             time.sleep(delay_ms / 1000.0)
             return False

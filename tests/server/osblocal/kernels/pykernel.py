@@ -17,6 +17,51 @@ def _emit(**d):
     _out.flush()
 
 
+def _bundle(v):
+    """The value's other MIME types, as Jupyter's display formatter gives
+    them: _repr_png_/_repr_html_/..., and a matplotlib figure as PNG."""
+    import base64
+    out = {}
+    for meth, mime in (("_repr_png_", "image/png"), ("_repr_jpeg_", "image/jpeg"),
+                       ("_repr_svg_", "image/svg+xml"), ("_repr_html_", "text/html"),
+                       ("_repr_markdown_", "text/markdown"), ("_repr_json_", "application/json")):
+        f = getattr(type(v), meth, None)
+        if f is None:
+            continue
+        try:
+            d = f(v)
+        except Exception:
+            continue
+        if d is None:
+            continue
+        if isinstance(d, bytes):
+            d = base64.b64encode(d).decode("ascii")
+        out[mime] = d
+    if "image/png" not in out and type(v).__module__.startswith("matplotlib"):
+        fig = getattr(v, "figure", None) or v
+        if hasattr(fig, "savefig"):
+            import io
+            b = io.BytesIO()
+            fig.savefig(b, format="png")
+            out["image/png"] = base64.b64encode(b.getvalue()).decode("ascii")
+    return out
+
+
+def _show_figures(shown):
+    """The figures a cell left open, each as a result and then closed, as
+    IPython's inline backend shows them at the end of a cell."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    for n in plt.get_fignums():
+        fig = plt.figure(n)
+        if fig is not shown:
+            _emit(type="result", text=repr(fig), data=_bundle(fig))
+    plt.close("all")
+
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault("MPLCONFIGDIR", "/tmp/.matplotlib")
 for _line in _in:
     try:
         _req = json.loads(_line)
@@ -36,7 +81,8 @@ for _line in _in:
             sys.stderr.flush()
             if _v is not None:
                 _g["_"] = _v
-                _emit(type="result", text=repr(_v))
+                _emit(type="result", text=repr(_v), data=_bundle(_v))
+            _show_figures(_v)
             _emit(type="done", ok=True)
         except BaseException as _e:  # KeyboardInterrupt, SystemExit too
             sys.stdout.flush()
