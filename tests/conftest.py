@@ -24,6 +24,7 @@ mount              a mount of a new sandbox's /workspace, default options
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 
@@ -37,6 +38,13 @@ from osbtest import LocalServer  # noqa: E402
 
 
 def pytest_configure(config):
+    # A suite started under nohup, or in the background by a shell without
+    # job control, inherits SIGHUP or SIGINT ignored, and every process it
+    # starts (the local server, its sandboxes' commands, a `cat` the tests
+    # interrupt) would too: the tests of signals need them as a terminal
+    # gives them.
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # also registered in tests/pytest.ini; this covers runs that use another ini
     config.addinivalue_line("markers", "slow: long-running test (large transfers, soak)")
 

@@ -22,6 +22,10 @@
 #define START_FLUSH_MS (10L * 60 * 1000)
 /* how many times the wrapper is sent before a start fails */
 #define START_TRIES 5
+/* how long a start whose outcome is unknown looks for the job's claim
+ * before it sends the wrapper again */
+#define CLAIM_LOOKS 10
+#define CLAIM_LOOK_MS 200
 
 /* Whether a failed command start may still have reached execd (then the
  * job is taken as started, and the monitor finds out). */
@@ -36,6 +40,25 @@ static bool maybe_started(int rc, const struct osb_error *err)
 	if (err->status == 200 && rc != -EPROTO)
 		return false;
 	return true;
+}
+
+/* Whether a wrapper has claimed job @id: how a start whose answer was
+ * lost is settled by checking. The claim's sign is the record's stdout,
+ * which the wrapper makes right after it (live/ID/claim itself goes with
+ * live/ID when the job ends). */
+static bool claimed(struct osbfs *fs, const char *id)
+{
+	char path[160];
+	struct fattr a;
+
+	snprintf(path, sizeof(path), JOBS_DIR "/%s/stdout", id);
+	for (int i = 0; i < CLAIM_LOOKS; i++) {
+		if (i)
+			mono_sleep_ms(CLAIM_LOOK_MS);
+		if (remote_stat(fs, path, &a) == 0)
+			return true;
+	}
+	return false;
 }
 
 /* Removes what a failed start left in the sandbox. */
@@ -110,8 +133,9 @@ static int start_remote(struct jobs *js, const char *id, const char *cmd,
 	osb_command_opts_init(&o);
 	o.cwd = fs->root;
 	/* The wrapper claims the job before anything else (jobs_script.c),
-	 * and a second copy of it exits at once: so a start whose answer was
-	 * lost, or that failed on the way, is sent again; the job runs once. */
+	 * and a second copy of it exits at once. A start whose answer was
+	 * lost is settled by looking for the claim; only when none shows is
+	 * it sent again, and then the job still runs once. */
 	bool maybe = false;
 	for (int attempt = 1;; attempt++) {
 		osb_error_clear(&err);
@@ -120,6 +144,14 @@ static int start_remote(struct jobs *js, const char *id, const char *cmd,
 			break;
 		bool reached = maybe_started(rc, &err);
 		maybe = maybe || reached;
+		if (reached && claimed(fs, id)) {
+			log_info("job %s: its start was not confirmed (%s), "
+				 "and the sandbox has it running",
+				 id, err.message);
+			snprintf(cid, sizeof(cid), "unknown");
+			rc = 0;
+			break;
+		}
 		if (attempt == START_TRIES ||
 		    !(reached || rc == -ECONNREFUSED || rc == -EHOSTUNREACH))
 			break;

@@ -37,7 +37,8 @@ def spawn(req, fds):
         os.chdir(req["cwd"])
         return os.posix_spawn(argv[0], argv, req["env"], setsid=True,
                               file_actions=[(os.POSIX_SPAWN_DUP2, a, b) for a, b in zip(high, targets)],
-                              setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD))
+                              setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD,
+                                         signal.SIGHUP, signal.SIGINT, signal.SIGQUIT))
     finally:
         os.chdir("/")
         for fd in high:
