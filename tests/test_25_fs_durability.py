@@ -158,6 +158,20 @@ def test_operations_fail_with_eio_while_server_is_away_and_recover(make_server, 
     assert srv.read_file(sid, m.spath("offline.txt")) == b"begun before, finished while the server was away"
 
 
+def remount_finds_alone(server, make_mount, sid, cache, name, data):
+    """A new mount on @cache (the journal of one killed) syncs; then @name
+    holds @data and is alone in the mount and in the sandbox: no
+    NAME.conflict-* file was kept aside."""
+    m2 = make_mount(sandbox_id=sid, create=False, cache_dir=cache)
+    with open(os.path.join(m2.p(), ".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+    assert sorted(os.listdir(m2.p())) == [name]
+    m2.stop()
+    assert server.read_file(sid, m2.spath(name)) == data
+    code, out, _ = server.run(sid, "ls -a %s" % m2.spath())
+    assert out.split() == [".", "..", name]
+
+
 def test_kill9_after_an_upload_landed_unrecorded_is_no_conflict(server, make_mount, tmp_path):
     # the soak found it: osbfs killed while an upload's answer was on its
     # way; the next mount found the sandbox's copy changed since the base
@@ -177,14 +191,8 @@ def test_kill9_after_an_upload_landed_unrecorded_is_no_conflict(server, make_mou
         m.kill9()
     finally:
         server.clear_faults()
-    m2 = make_mount(sandbox_id=sid, create=False, cache_dir=cache)
-    with open(os.path.join(m2.p(), ".osb", "ctl"), "w") as f:
-        f.write("sync\n")
-    assert sorted(os.listdir(m2.p())) == ["f.txt"]
-    m2.stop()
-    assert server.read_file(sid, m2.spath("f.txt")) == b"the sandbox's first version\nours\n"
-    code, out, _ = server.run(sid, "ls -a %s" % m2.spath())
-    assert out.split() == [".", "..", "f.txt"]
+    remount_finds_alone(server, make_mount, sid, cache, "f.txt",
+                        b"the sandbox's first version\nours\n")
 
 
 @pytest.mark.parametrize("do_fsync", [False, True])
@@ -207,11 +215,4 @@ def test_kill9_just_after_an_editor_save_is_no_conflict(server, make_mount, tmp_
     os.close(fd)
     os.rename(m.p(".v.o.swp"), m.p("v.o"))
     m.kill9()
-    m2 = make_mount(sandbox_id=sid, create=False, cache_dir=cache)
-    with open(os.path.join(m2.p(), ".osb", "ctl"), "w") as f:
-        f.write("sync\n")
-    assert sorted(os.listdir(m2.p())) == ["v.o"]
-    m2.stop()
-    assert server.read_file(sid, m2.spath("v.o")) == b"second\n"
-    code, out, _ = server.run(sid, "ls -a %s" % m2.spath())
-    assert out.split() == [".", "..", "v.o"]
+    remount_finds_alone(server, make_mount, sid, cache, "v.o", b"second\n")

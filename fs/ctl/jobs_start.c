@@ -27,11 +27,18 @@
 #define CLAIM_LOOKS 10
 #define CLAIM_LOOK_MS 200
 
+/* Whether a failed command start never left: execd could not be
+ * reached at all. */
+static bool unsent(int rc)
+{
+	return rc == -ECONNREFUSED || rc == -EHOSTUNREACH;
+}
+
 /* Whether a failed command start may still have reached execd (then the
  * job is taken as started, and the monitor finds out). */
 static bool maybe_started(int rc, const struct osb_error *err)
 {
-	if (rc == -ECONNREFUSED || rc == -EHOSTUNREACH)
+	if (unsent(rc))
 		return false;
 	if (err->status >= 400 && err->status < 500)
 		return false;
@@ -152,8 +159,7 @@ static int start_remote(struct jobs *js, const char *id, const char *cmd,
 			rc = 0;
 			break;
 		}
-		if (attempt == START_TRIES ||
-		    !(reached || rc == -ECONNREFUSED || rc == -EHOSTUNREACH))
+		if (attempt == START_TRIES || !(reached || unsent(rc)))
 			break;
 		log_info("job %s: starting again (%s)", id, err.message);
 		mono_sleep_ms(250L * attempt);
