@@ -801,9 +801,11 @@ def test_upload_overwrite_truncates_in_place_keeps_mode(server, sandbox):
 
 
 def test_upload_read_only_path_500(server, sandbox):
-    st, _, b = upload(server, sandbox, [meta("/usr/osb-test-file"), filepart(b"x")])
+    st, _, b = upload(server, sandbox, [meta("/opt/osb-test-file"), filepart(b"x")])
     assert st == 500 and b["message"].endswith("read-only file system")
-    assert not os.path.exists("/usr/osb-test-file")
+    assert not os.path.exists("/opt/osb-test-file")
+    st, _, b = upload(server, sandbox, [meta("/osb-test-file"), filepart(b"x")])
+    assert st == 500 and b["message"].endswith("read-only file system")
 
 
 # ---------------------------------------------------------------- security
@@ -826,8 +828,12 @@ def test_symlink_escape_upload_stays_in_sandbox(server, sandbox, tmp_path):
 
 
 def test_dotdot_cannot_escape(server, sandbox):
-    st, _, b = upload(server, sandbox, [meta("/workspace/../../../../etc/osb-escape"), filepart(b"x")])
+    st, _, b = upload(server, sandbox, [meta("/workspace/../../../../opt/osb-escape"), filepart(b"x")])
     assert st == 500 and "read-only file system" in b["message"]
+    assert not os.path.exists("/opt/osb-escape")
+    # the sandbox's /etc is its own: the file lands there, not in the host's
+    st, _, b = upload(server, sandbox, [meta("/workspace/../../../../etc/osb-escape"), filepart(b"x")])
+    assert st == 200 and server.read_file(sandbox, "/etc/osb-escape") == b"x"
     assert not os.path.exists("/etc/osb-escape")
     st, _, b = server.execd(sandbox, "GET", "/files/info", {"path": "/workspace/../../.."})
     assert b["/workspace/../../.."]["path"] == "/"
@@ -853,9 +859,15 @@ def test_escape_through_links_for_every_mutation(server, sandbox, tmp_path):
 
 
 def test_commands_cannot_write_host(server, sandbox):
-    code, _, err = server.run(sandbox, "echo x > /etc/osb-cmd-escape")
+    code, _, err = server.run(sandbox, "echo x > /opt/osb-cmd-escape")
     assert code != 0 and "Read-only file system" in err
+    assert not os.path.exists("/opt/osb-cmd-escape")
+    code, _, err = server.run(sandbox, "echo x > /etc/osb-cmd-escape && echo y >> /etc/hostname")
+    assert code == 0, err
     assert not os.path.exists("/etc/osb-cmd-escape")
+    assert server.read_file(sandbox, "/etc/hostname").endswith(b"y\n")
+    with open("/etc/hostname", "rb") as f:
+        assert not f.read().endswith(b"y\n")
 
 
 def test_file_api_and_commands_share_files(server, sandbox):
