@@ -4,6 +4,7 @@
  * with the length and mixed to the end by splitmix64's finaliser. Fast
  * enough (several GB/s) to run over every upload of up to 64 MiB.
  */
+#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +23,9 @@ static uint64_t rotl(uint64_t x, unsigned r)
 
 static void word(struct fprint *f, const unsigned char *p)
 {
-	uint64_t w = 0;
-	for (int i = 7; i >= 0; i--)
-		w = (w << 8) | p[i]; /* little-endian on every host */
+	uint64_t w;
+	memcpy(&w, p, sizeof(w));
+	w = le64toh(w); /* the same fingerprint on every host */
 	f->a = (f->a ^ w) * K1;
 	f->a ^= f->a >> 29;
 	f->b = rotl(f->b + w * K2, 31) * K1;
