@@ -153,11 +153,42 @@ def private_mount_namespace():
     except OSError as e:
         overlays_failed("private mount namespace: %s" % e)
         return False
+    _detach_fuse_copies()
     with _overlays_lock:
         if _overlays["enabled"] is None:
             _overlays["enabled"] = True
     HOST_SUBMOUNTS[:] = _submounts(SYS_TOP)
     return True
+
+
+def _mountinfo():
+    """(mount point, filesystem type) of each mount this process sees."""
+    out = []
+    with open("/proc/self/mountinfo", "rb") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index(b"-")
+            p = fields[4].decode("utf-8", "surrogateescape")
+            p = p.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+            out.append((p, fields[sep + 1].decode("ascii", "replace")))
+    return out
+
+
+def _detach_fuse_copies():
+    """The new namespace holds a copy of every mount the host had, FUSE
+    mounts too (osbfs's, the tests' own): a copy keeps its FUSE connection
+    open, so the daemon behind it would never see its unmount on the host
+    and never exit.  Where the host's mounts are private, nothing tells the
+    copies of an unmount there: detach them all here, deepest first."""
+    try:
+        fuse = [p for p, t in _mountinfo() if t == "fuse" or t.startswith("fuse.")]
+    except (OSError, ValueError):
+        return
+    for p in sorted(fuse, key=len, reverse=True):
+        try:
+            _sys("umount2", os.fsencode(p), MNT_DETACH)
+        except OSError as e:
+            sys.stderr.write("private mount namespace: cannot detach the copy of %s: %s\n" % (p, e))
 
 
 HOST_SUBMOUNTS = []  # the host's mount points inside SYS_TOP, read at startup
