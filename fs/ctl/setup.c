@@ -433,21 +433,28 @@ int setup_gate(struct setup *s, const char *what)
 {
 	if (!s)
 		return 0;
-	struct timespec until;
-	cond_deadline(&until, SETUP_GATE_MS);
-	bool said = false, late = false;
+	long long deadline = mono_ms() + SETUP_GATE_MS;
+	bool said = false, late = false, gone = false;
 
 	pthread_mutex_lock(&s->lock);
 	while (!s->stop &&
 	       (s->state == SETUP_CHECKING || s->state == SETUP_RUNNING)) {
-		if (!said && s->state == SETUP_RUNNING) {
+		if (!said) {
 			said = true;
 			log_info("%s: waits for the setup (jobs/" SETUP_JOB
 				 ") to end",
 				 what);
 		}
-		if (pthread_cond_timedwait(&s->cond, &s->lock, &until) ==
-		    ETIMEDOUT) {
+		/* in slices: an unmount does not wait for the setup (the
+		 * FUSE loop joins this thread before setup_stop() runs) */
+		struct timespec slice;
+		cond_deadline(&slice, 1000);
+		pthread_cond_timedwait(&s->cond, &s->lock, &slice);
+		if (s->fs->se && fuse_session_exited(s->fs->se)) {
+			gone = true;
+			break;
+		}
+		if (mono_ms() >= deadline) {
 			late = true;
 			break;
 		}
@@ -467,7 +474,7 @@ int setup_gate(struct setup *s, const char *what)
 			  "later",
 			  what, s->fs->opt->control_dir, SETUP_GATE_MS / 60000);
 		rc = -EAGAIN;
-	} else if (stop && st != SETUP_DONE) {
+	} else if ((stop || gone) && st != SETUP_DONE) {
 		rc = -EIO;
 	}
 	free(m);
