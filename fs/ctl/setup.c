@@ -168,7 +168,7 @@ static int marker_read(struct setup *s, char hash[17], struct setup_list *items)
 		struct text t = { 0 };
 		if (i && nap(s, 1000L << (i - 1)))
 			break;
-		rc = fetch(s, SETUP_MARKER, SETUP_MARKER_MAX + 1, &t);
+		rc = fetch(s, SETUP_MARKER, (int64_t)SETUP_MARKER_MAX + 1, &t);
 		if (!rc && setup_marker_parse(t.s ? t.s : "", t.len, hash,
 					      items) != 0) {
 			log_info("setup: %s in the sandbox is not a marker "

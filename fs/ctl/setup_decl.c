@@ -470,7 +470,7 @@ int setup_decl_parse(const char *text, size_t len, const char *file,
 	if (msg_size)
 		msg[0] = '\0';
 	if (len > SETUP_FILE_MAX) {
-		snprintf(msg, msg_size, "%s: larger than %d bytes", file,
+		snprintf(msg, msg_size, "%s: larger than %zu bytes", file,
 			 SETUP_FILE_MAX);
 		return -EINVAL;
 	}

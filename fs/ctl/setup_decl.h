@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 /* caps on what a declaration may hold */
-#define SETUP_FILE_MAX (64 * 1024)
+#define SETUP_FILE_MAX ((size_t)64 * 1024)
 #define SETUP_LIST_MAX 256
 #define SETUP_NAME_MAX 200
 #define SETUP_VERSION_MAX 16

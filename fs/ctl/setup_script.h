@@ -25,7 +25,7 @@
 #define SETUP_MARKER SETUP_DIR "/installed"
 /* one line: why the last setup failed (the script writes it) */
 #define SETUP_REASON SETUP_DIR "/failed"
-#define SETUP_MARKER_MAX (256 * 1024)
+#define SETUP_MARKER_MAX ((size_t)256 * 1024)
 #define SETUP_ITEMS_MAX 2048
 
 /*
