@@ -143,6 +143,18 @@ def test_a_python_version_mismatch_with_toolchain_never_names_both(make_mount, t
     assert "python.version is 3.12, the sandbox has %s (toolchain: never)" % found in s["error"], s
 
 
+def test_toolchain_auto_tries_to_install_the_declared_python_and_says_so(make_mount, tmp_path):
+    path = setup_file(tmp_path, "sandbox:\n  toolchain: auto\n  python:\n    version: \"3.99\"\n")
+    m = make_mount(options=["setup=" + path])
+    s = settled(m, timeout=300)
+    found = subprocess.run(["/usr/bin/python3", "--version"], capture_output=True, text=True).stdout.strip()
+    assert s["state"] == "failed"
+    assert ("python.version is 3.99, the sandbox has %s, and python3.99 could not be installed "
+            "(apt-get install exited 100)" % found) in s["error"], s
+    assert "installing with apt-get: python3.99" in job_file(m, "stdout")
+    assert "Unable to locate package python3.99" in job_file(m, "stderr")
+
+
 def test_a_node_version_mismatch_with_toolchain_never_names_both(make_mount, tmp_path):
     path = setup_file(tmp_path, "toolchain: never\nnode:\n  version: \"19\"\n")
     m = make_mount(options=["setup=" + path])
@@ -266,3 +278,10 @@ def test_a_setup_running_when_its_mount_died_is_followed_not_run_again(server, m
     assert job_file(m2, "stdout").count("installing with apt-get") == 1
     assert "following it" in m2.log() or s["reused"]
     print("remount after kill -9 during setup: %s" % ("followed the running job" if "following it" in m2.log() else "reused"))
+
+
+def test_without_setup_info_says_null_and_jobs_start_at_once(mount):
+    assert info(mount)["setup"] is None
+    jid = start(mount, "echo hi")
+    assert wait(mount, jid) == "exited 0"
+    assert "setup" not in os.listdir(osb(mount, "jobs"))
