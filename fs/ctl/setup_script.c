@@ -134,7 +134,7 @@ static const char prelude[] =
 	"the package lists there are'\n"
 	"}\n"
 	"apt_install() {\n"
-	"  LC_ALL=C root env DEBIAN_FRONTEND=noninteractive apt-get install "
+	"  root env LC_ALL=C DEBIAN_FRONTEND=noninteractive apt-get install "
 	"-y --no-install-recommends \"$@\"\n"
 	"}\n"
 	/* sys_install NAME...: sets $what; returns the manager's status */
