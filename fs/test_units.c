@@ -15,6 +15,7 @@
 
 #include "cache_i.h"
 #include "code_i.h"
+#include "fprint.h"
 #include "hex.h"
 #include "holder.h"
 #include "journal.h"
@@ -201,6 +202,9 @@ static void test_journal(void)
 	/* a rename and a chmod are journaled; an upload cleans f2 */
 	CHECK(cache_record_update(c, f1, "/workspace/renamed$1") == 0);
 	f1->m.mode = 0600;
+	f1->m.sent = true; /* an upload sent, not answered */
+	f1->m.sent_size = 3;
+	f1->m.sent_print = 0xfedcba9876543210ull;
 	CHECK(cache_dirty_meta(c, f1, "/workspace/renamed$1") == 0);
 	pthread_mutex_lock(&c->lock);
 	cache_uploaded(c, f2, f2->wgen);
@@ -238,6 +242,8 @@ static void test_journal(void)
 	CHECK(s.modes[0] == 0600 && s.bases[0] == BASE_ABSENT);
 	CHECK(c2->ndirty == 1 && c2->dirty_first->id == id1);
 	CHECK(c2->dirty_first->size == 3);
+	CHECK(c2->dirty_first->m.sent && c2->dirty_first->m.sent_size == 3 &&
+	      c2->dirty_first->m.sent_print == 0xfedcba9876543210ull);
 	/* after recovery the journal holds just the live record */
 	CHECK(c2->journal_bytes < 400);
 	node_table_release(&nt);
@@ -248,6 +254,56 @@ static void test_journal(void)
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK(system(cmd) == 0);
+}
+
+/* The fingerprint does not depend on how the bytes are cut, and tells
+ * apart bytes, lengths and trailing zeros; fprint_fd agrees. */
+static void test_fprint(void)
+{
+	char data[1000];
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)(i * 7 + i / 13);
+	struct fprint f;
+	fprint_init(&f);
+	fprint_add(&f, data, sizeof(data));
+	uint64_t whole = fprint_end(&f);
+	static const size_t cuts[] = { 1, 3, 7, 8, 9, 64, 333 };
+	for (size_t k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
+		fprint_init(&f);
+		for (size_t off = 0; off < sizeof(data); off += cuts[k]) {
+			size_t n = sizeof(data) - off < cuts[k] ?
+					   sizeof(data) - off :
+					   cuts[k];
+			fprint_add(&f, data + off, n);
+		}
+		CHECK(fprint_end(&f) == whole);
+	}
+	fprint_init(&f);
+	fprint_add(&f, data, sizeof(data) - 1);
+	CHECK(fprint_end(&f) != whole);
+	data[500] ^= 1;
+	fprint_init(&f);
+	fprint_add(&f, data, sizeof(data));
+	CHECK(fprint_end(&f) != whole);
+	data[500] ^= 1;
+	uint64_t z1, z2;
+	fprint_init(&f);
+	fprint_add(&f, "ab", 2);
+	z1 = fprint_end(&f);
+	fprint_add(&f, "\0", 1);
+	z2 = fprint_end(&f);
+	CHECK(z1 != z2);
+	char path[] = "/tmp/osbfs-fprint-XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return;
+	unlink(path);
+	CHECK(write(fd, data, sizeof(data)) == (ssize_t)sizeof(data));
+	uint64_t got = 0;
+	CHECK(fprint_fd(fd, sizeof(data), &got) == 0 && got == whole);
+	CHECK(fprint_fd(fd, sizeof(data) + 1, &got) == -EIO);
+	close(fd);
 }
 
 /* Symlink targets as the mount shows them: stored target, the link's
@@ -463,6 +519,7 @@ int main(void)
 	test_parsers();
 	test_nodes();
 	test_journal();
+	test_fprint();
 	test_linkmap();
 	test_once();
 	test_code_recs();

@@ -801,9 +801,11 @@ def test_upload_overwrite_truncates_in_place_keeps_mode(server, sandbox):
 
 
 def test_upload_read_only_path_500(server, sandbox):
-    st, _, b = upload(server, sandbox, [meta("/usr/osb-test-file"), filepart(b"x")])
+    st, _, b = upload(server, sandbox, [meta("/opt/osb-test-file"), filepart(b"x")])
     assert st == 500 and b["message"].endswith("read-only file system")
-    assert not os.path.exists("/usr/osb-test-file")
+    assert not os.path.exists("/opt/osb-test-file")
+    st, _, b = upload(server, sandbox, [meta("/osb-test-file"), filepart(b"x")])
+    assert st == 500 and b["message"].endswith("read-only file system")
 
 
 # ---------------------------------------------------------------- security
@@ -826,8 +828,12 @@ def test_symlink_escape_upload_stays_in_sandbox(server, sandbox, tmp_path):
 
 
 def test_dotdot_cannot_escape(server, sandbox):
-    st, _, b = upload(server, sandbox, [meta("/workspace/../../../../etc/osb-escape"), filepart(b"x")])
+    st, _, b = upload(server, sandbox, [meta("/workspace/../../../../opt/osb-escape"), filepart(b"x")])
     assert st == 500 and "read-only file system" in b["message"]
+    assert not os.path.exists("/opt/osb-escape")
+    # the sandbox's /etc is its own: the file lands there, not in the host's
+    st, _, b = upload(server, sandbox, [meta("/workspace/../../../../etc/osb-escape"), filepart(b"x")])
+    assert st == 200 and server.read_file(sandbox, "/etc/osb-escape") == b"x"
     assert not os.path.exists("/etc/osb-escape")
     st, _, b = server.execd(sandbox, "GET", "/files/info", {"path": "/workspace/../../.."})
     assert b["/workspace/../../.."]["path"] == "/"
@@ -853,9 +859,15 @@ def test_escape_through_links_for_every_mutation(server, sandbox, tmp_path):
 
 
 def test_commands_cannot_write_host(server, sandbox):
-    code, _, err = server.run(sandbox, "echo x > /etc/osb-cmd-escape")
+    code, _, err = server.run(sandbox, "echo x > /opt/osb-cmd-escape")
     assert code != 0 and "Read-only file system" in err
+    assert not os.path.exists("/opt/osb-cmd-escape")
+    code, _, err = server.run(sandbox, "echo x > /etc/osb-cmd-escape && echo y >> /etc/hostname")
+    assert code == 0, err
     assert not os.path.exists("/etc/osb-cmd-escape")
+    assert server.read_file(sandbox, "/etc/hostname").endswith(b"y\n")
+    with open("/etc/hostname", "rb") as f:
+        assert not f.read().endswith(b"y\n")
 
 
 def test_file_api_and_commands_share_files(server, sandbox):
@@ -864,6 +876,120 @@ def test_file_api_and_commands_share_files(server, sandbox):
     assert code == 0 and out == "42\n"
     server.run(sandbox, "echo made-by-cmd > /tmp/t.txt")
     assert server.read_file(sandbox, "/tmp/t.txt") == b"made-by-cmd\n"
+
+
+# ---------------------------------------------------------------- the sandbox's own /usr, /etc, /var
+
+def server_mounts(s):
+    """The mount points of the server's own mount namespace."""
+    with open("/proc/%d/mountinfo" % s.proc.pid) as f:
+        return [line.split()[4] for line in f]
+
+
+def sandbox_base(s, sid):
+    st, info = s.admin("GET", "/_admin/sandboxes/" + sid)
+    assert st == 200, info
+    return info["base"]
+
+
+HOST_FILES = ("/usr/local/bin/osb-hello", "/etc/osb-x", "/var/lib/osb-y")
+
+
+def write_system_files(s, sid):
+    code, out, err = s.run(sid, "printf '#!/bin/sh\\necho hello\\n' > /usr/local/bin/osb-hello && "
+                                "chmod 755 /usr/local/bin/osb-hello && echo x > /etc/osb-x && echo y > /var/lib/osb-y")
+    assert code == 0, (out, err)
+
+
+def assert_system_files(s, sid):
+    code, out, err = s.run(sid, "osb-hello; cat /etc/osb-x /var/lib/osb-y")
+    assert (code, out) == (0, "hello\nx\ny\n"), err
+    assert s.read_file(sid, "/usr/local/bin/osb-hello") == b"#!/bin/sh\necho hello\n"
+    assert s.read_file(sid, "/etc/osb-x") == b"x\n"
+    assert s.stat(sid, "/usr/local/bin/osb-hello")["mode"] == 755
+    for p in HOST_FILES:
+        assert not os.path.exists(p), p
+
+
+def test_system_dirs_are_the_sandboxs_own(server, sandbox):
+    write_system_files(server, sandbox)
+    assert_system_files(server, sandbox)
+    # the file API writes there too, and commands see it
+    server.write_file(sandbox, "/usr/local/bin/osb-hello", b"#!/bin/sh\necho via-api\n", mode=755)
+    assert server.run(sandbox, "osb-hello")[1] == "via-api\n"
+    assert not os.path.exists("/usr/local/bin/osb-hello")
+    # what the host has shows through, and changing it changes only the sandbox's copy
+    code, out, _ = server.run(sandbox, "grep -c . /etc/passwd >/dev/null && echo extra >> /etc/passwd && tail -1 /etc/passwd")
+    assert (code, out) == (0, "extra\n")
+    with open("/etc/passwd") as f:
+        assert not f.read().endswith("extra\n")
+    # /var/tmp stays a directory of the sandbox's own, empty at first
+    assert server.run(sandbox, "ls -A /var/tmp")[1] == ""
+    base = sandbox_base(server, sandbox)
+    assert os.path.isfile(os.path.join(base, "sys", "usr", "upper", "local", "bin", "osb-hello"))
+    assert os.path.join(base, "sys", "usr", "merged") in server_mounts(server)
+
+
+def test_system_dirs_not_shared_between_sandboxes(server, sandbox):
+    write_system_files(server, sandbox)
+    other = server.create_sandbox()
+    try:
+        code, out, _ = server.run(other, "ls /usr/local/bin/osb-hello /etc/osb-x /var/lib/osb-y 2>&1")
+        assert code != 0 and out.count("No such file") == 3
+        assert server.stat(other, "/etc/osb-x") is None
+    finally:
+        server.delete_sandbox(other)
+
+
+def test_system_dirs_survive_restart_and_pause_delete_unmounts(make_server):
+    s = make_server()
+    sid = s.create_sandbox()
+    write_system_files(s, sid)
+    s.request("POST", "/v1/sandboxes/%s/pause" % sid)
+    s.request("POST", "/v1/sandboxes/%s/resume" % sid)
+    assert_system_files(s, sid)
+    s.restart()
+    assert_system_files(s, sid)
+    s.kill()  # a killed server leaves no mount behind: its namespace dies with it
+    s.restart()
+    assert_system_files(s, sid)
+    base = sandbox_base(s, sid)
+    merged = [os.path.join(base, "sys", d, "merged") for d in ("usr", "etc", "var")]
+    assert set(merged) <= set(server_mounts(s))
+    assert s.delete_sandbox(sid) == 204
+    assert not set(merged) & set(server_mounts(s))
+    assert not os.path.exists(base)
+    wait_until(lambda: not os.listdir(os.path.join(s.data_dir, "trash")), 10, "the deleted sandbox's data to go")
+
+
+def test_server_mounts_stay_in_its_namespace(server, sandbox):
+    base = sandbox_base(server, sandbox)
+    assert os.path.join(base, "sys", "etc", "merged") in server_mounts(server)
+    with open("/proc/self/mountinfo") as f:
+        assert base not in f.read()
+
+
+def test_apt_get_install_in_a_sandbox(server, sandbox):
+    assert not os.path.exists("/usr/games/sl"), "the host has sl installed: pick another package"
+    cmd = "apt-get install -y --no-install-recommends sl 2>&1"
+    code, out, _ = server.run(sandbox, cmd, timeout=300)
+    if code != 0:
+        code, out, _ = server.run(sandbox, "apt-get update 2>&1 && " + cmd, timeout=300)
+    assert code == 0, "apt-get install sl failed in the sandbox (needs deb.debian.org):\n" + out[-3000:]
+    code, out, err = server.run(sandbox, "ls /usr/games/sl && dpkg -s sl | grep '^Status'")
+    assert (code, out) == (0, "/usr/games/sl\nStatus: install ok installed\n"), err
+    assert not os.path.exists("/usr/games/sl")
+
+
+def test_npm_install_global_in_a_sandbox(server, sandbox):
+    if not os.path.exists("/usr/bin/npm"):
+        pytest.fail("npm is not installed on this machine")
+    assert not os.path.exists("/usr/bin/json"), "the host has the json CLI: pick another package"
+    code, out, err = server.run(sandbox, "npm install -g json 2>&1", timeout=300)
+    assert code == 0, "npm install -g json failed in the sandbox (needs registry.npmjs.org):\n" + out[-3000:]
+    code, out, err = server.run(sandbox, "echo '{\"a\": 42}' | json a")
+    assert (code, out) == (0, "42\n"), err
+    assert not os.path.exists("/usr/bin/json") and not os.path.exists("/usr/lib/node_modules/json")
 
 
 # ---------------------------------------------------------------- commands

@@ -216,3 +216,44 @@ def test_kill9_just_after_an_editor_save_is_no_conflict(server, make_mount, tmp_
     os.rename(m.p(".v.o.swp"), m.p("v.o"))
     m.kill9()
     remount_finds_alone(server, make_mount, sid, cache, "v.o", b"second\n")
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["retried", "kill9"])
+@pytest.mark.parametrize("new", [False, True], ids=["existing", "new"])
+def test_upload_landed_unanswered_then_more_writes_is_no_conflict(server, make_mount, tmp_path, kill, new):
+    # the soak found it: an upload landed but its answer never came (a
+    # reset after the work, or osbfs killed while waiting), and the file
+    # was written again meanwhile; the sandbox's copy then matched neither
+    # the recorded base nor the local bytes, and was kept aside as a
+    # NAME.conflict-* file that nobody made
+    cache = str(tmp_path / "cache")
+    m = make_mount(options=["writeback_delay=100ms"], cache_dir=cache)
+    sid = m.sandbox_id
+    first = b"" if new else b"the sandbox's first version\n"
+    if not new:
+        server.write_file(sid, m.spath("f.txt"), first)
+        assert open(m.p("f.txt"), "rb").read() == first
+    kind = "late" if kill else "reset_after"
+    before = server.admin("GET", "/_admin/faults")[1].get("injected", 0)
+    server.set_faults(next=1, kinds=[kind], delay_ms=30000, method="POST", path="/files/upload")
+    try:
+        with open(m.p("f.txt"), "ab") as f:
+            f.write(b"ours\n")
+        wait_until(lambda: (server.stat(sid, m.spath("f.txt")) or {}).get("size") == len(first) + 5, 30,
+                   "the upload to land")
+        assert server.admin("GET", "/_admin/faults")[1]["injected"] == before + 1
+        with open(m.p("f.txt"), "ab") as f:
+            f.write(b"and more\n")
+        if kill:
+            m.kill9()
+    finally:
+        server.clear_faults()
+    want = first + b"ours\nand more\n"
+    if kill:
+        remount_finds_alone(server, make_mount, sid, cache, "f.txt", want)
+        return
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+    assert sorted(os.listdir(m.p())) == ["f.txt"]
+    assert server.read_file(sid, m.spath("f.txt")) == want
+    assert "conflict" not in m.log()

@@ -583,6 +583,7 @@ static void make_clean(struct cache *c, struct cfile *cf)
 	cf->dirty = false;
 	cf->m.times_set = false;
 	cf->m.chmod_needed = false;
+	cf->m.sent = false;
 	cf->failures = 0;
 	cf->solo = false;
 	cf->data_gen = 0;

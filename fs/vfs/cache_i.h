@@ -49,6 +49,12 @@ struct fmeta {
 	enum base_state base;
 	int64_t base_size;
 	struct timespec base_mtime;
+	/* bytes of ours sent to the sandbox with no answer yet, or none
+	 * (an answer lost, osbfs killed): a copy there of this size and
+	 * fingerprint (fprint.h) is ours, not someone else's change */
+	bool sent;
+	int64_t sent_size;
+	uint64_t sent_print;
 };
 
 /* Whether the sandbox version @m derives from is the one of @size and

@@ -6,17 +6,19 @@
  * crash of osbfs leaves every line whole (a torn last line after a power
  * loss is ignored):
  *   S <id> path=<hex> mode=<octal> mtime=<s.ns> atime=<s.ns> times=<0|1>
- *     chmod=<0|1> base=absent|unknown|<size>:<s.ns> owner=<hex> group=<hex>
- *     [dir=1]
+ *     chmod=<0|1> base=absent|unknown|<size>:<s.ns> [sent=<size>:<print>]
+ *     owner=<hex> group=<hex> [dir=1]
  *   L <id> path=<hex>
  *   D <id>
  * "S" states what dirty file <id> (its data in files/<id>) is now; "L"
  * that the sandbox's file at path is a copy left behind by a file resent
  * under another name, to be removed; "D" says it is clean or gone. With dir=1
  * the record is of a directory made or chmodded here (no data; base=absent:
- * made here), not yet in the sandbox. The last line about an id wins. Appending
- * costs microseconds where a file per record cost a create and a rename,
- * which made a burst of small files (tar x) crawl. The log is rewritten
+ * made here), not yet in the sandbox. "sent" is the size and fingerprint
+ * (fprint.h) of the bytes last sent whose landing no answer confirmed: a
+ * copy in the sandbox like it is ours. The last line about an id wins.
+ * Appending costs microseconds where a file per record cost a create and a
+ * rename, which made a burst of small files (tar x) crawl. The log is rewritten
  * with only the live records at start and when it grows big. Every line
  * is on disk within a second (the writeback syncer's syncfs), so the
  * journal survives a power loss too, not only a crash of osbfs.
@@ -64,6 +66,9 @@ static void record_line(FILE *m, const struct cfile *cf, const char *path)
 			cf->m.base_mtime.tv_nsec);
 	else
 		fprintf(m, " base=unknown");
+	if (cf->m.sent)
+		fprintf(m, " sent=%lld:%016llx", (long long)cf->m.sent_size,
+			(unsigned long long)cf->m.sent_print);
 	put_hex(m, "owner", cf->m.owner);
 	put_hex(m, "group", cf->m.group);
 	if (cf->m.dir)
@@ -266,6 +271,15 @@ static int parse_record(char *rest, struct journal_record *r)
 				r->m.base = BASE_KNOWN;
 				r->m.base_size = size;
 				parse_ts(ts, &r->m.base_mtime);
+			}
+		} else if (strcmp(tok, "sent") == 0) {
+			long long size;
+			unsigned long long print;
+			if (sscanf(eq, "%lld:%16llx", &size, &print) == 2 &&
+			    size >= 0) {
+				r->m.sent = true;
+				r->m.sent_size = size;
+				r->m.sent_print = print;
 			}
 		} else if (strcmp(tok, "owner") == 0) {
 			hex_decode(eq, strlen(eq), r->m.owner,

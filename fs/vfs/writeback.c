@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cache_i.h"
+#include "fprint.h"
 #include "journal.h"
 #include "log.h"
 #include "remote.h"
@@ -58,6 +59,10 @@
  * go as one tar archive unpacked by one command (which sets their modes
  * and times too): what each costs the server is then the bytes only. */
 #define PACK_MIN 8
+/* The bytes of an upload up to this size are fingerprinted before they
+ * go (fmeta.sent); a bigger file whose upload landed unanswered is
+ * compared with the local copy only. */
+#define SENT_PRINT_MAX (64ll << 20)
 #define PACK_FILE_MAX (256 << 10)
 
 struct writeback {
@@ -243,45 +248,64 @@ static int resolve_conflict(struct osbfs *fs, struct writeback *wb,
 	return rc == -ENOENT ? 0 : rc;
 }
 
+/* Where a copy in the sandbox is compared with ours as it downloads:
+ * byte for byte with the local file, and by fingerprint with the bytes
+ * last sent (fmeta.sent). */
 struct same_bytes {
 	int fd;
 	int64_t off;
+	bool local;   /* still the same as the local file */
+	bool by_sent; /* its fingerprint is being taken */
+	struct fprint print;
 	char buf[65536];
 };
 
-/* A sink that stops (1) at the first byte that differs from the file. */
+/* A sink that stops (1) once the copy can match neither. */
 static int same_sink(void *arg, const void *data, size_t len)
 {
 	struct same_bytes *s = arg;
+	if (s->by_sent)
+		fprint_add(&s->print, data, len);
 	const char *p = data;
-	while (len) {
+	while (s->local && len) {
 		size_t k = len < sizeof(s->buf) ? len : sizeof(s->buf);
 		ssize_t r = pread(s->fd, s->buf, k, s->off);
 		if (r != (ssize_t)k || memcmp(s->buf, p, k) != 0)
-			return 1;
+			s->local = false;
 		s->off += (int64_t)k;
 		p += k;
 		len -= k;
 	}
-	return 0;
+	return s->local || s->by_sent ? 0 : 1;
 }
 
-/* Whether the sandbox's copy, @size bytes, is byte for byte ours. */
-static bool same_as_ours(struct osbfs *fs, const struct item *it, int64_t size)
+/* Whether the sandbox's copy, @size bytes, is ours: byte for byte the
+ * local file, or the bytes last sent (an upload that landed without our
+ * knowing: its answer was lost, or osbfs was killed before it could
+ * record it). */
+static bool copy_is_ours(struct osbfs *fs, const struct item *it, int64_t size)
 {
-	if (it->fd < 0 || size != it->size)
+	bool local = it->fd >= 0 && size == it->size;
+	bool by_sent =
+		it->m.sent && size == it->m.sent_size && size <= SENT_PRINT_MAX;
+	if (!local && !by_sent)
 		return false;
-	if (size == 0)
-		return true;
 	struct same_bytes *s = malloc(sizeof(*s));
 	if (!s)
 		return false;
 	s->fd = it->fd;
 	s->off = 0;
-	int rc = remote_fetch(fs, it->path, 0, size, size, same_sink, s);
-	bool same = rc == 0 && s->off == size;
+	s->local = local;
+	s->by_sent = by_sent;
+	fprint_init(&s->print);
+	int rc =
+		size ? remote_fetch(fs, it->path, 0, size, size, same_sink, s) :
+		       0;
+	bool ours = rc == 0 && ((s->local && s->off == size) ||
+				(by_sent && s->print.len == (uint64_t)size &&
+				 fprint_end(&s->print) == it->m.sent_print));
 	free(s);
-	return same;
+	return ours;
 }
 
 static int check_one(struct osbfs *fs, struct writeback *wb, struct item *it,
@@ -293,10 +317,14 @@ static int check_one(struct osbfs *fs, struct writeback *wb, struct item *it,
 		return -EISDIR;
 	if (fmeta_base_is(&it->m, remote->size, &remote->mtime))
 		return 0;
-	/* our own upload that landed without our knowing: its answer was
-	 * lost, or osbfs was killed before it could record it */
-	if (remote->type == OSB_FILE && same_as_ours(fs, it, remote->size))
+	if (remote->type == OSB_FILE && copy_is_ours(fs, it, remote->size)) {
+		/* the sandbox's copy is now the base: should this upload
+		 * not land either, the next check finds it so */
+		pthread_mutex_lock(&fs->cache->lock);
+		cache_set_base(it->cf, remote->size, &remote->mtime);
+		pthread_mutex_unlock(&fs->cache->lock);
 		return 0;
+	}
 	return resolve_conflict(fs, wb, it);
 }
 
@@ -519,8 +547,42 @@ static void bytes_in(struct cache *c, struct cfile *cf, const struct item *it)
 {
 	cf->data_gen = it->gen;
 	cf->m.base = BASE_UNKNOWN;
+	cf->m.sent = false;
 	if (cache_record_refresh(c, cf))
 		log_error("cannot update the journal in %s", c->dir);
+}
+
+/*
+ * Before the bytes of a batch go: the fingerprint of each file's bytes,
+ * in its record (the journal too), so that a copy the sandbox holds after
+ * an upload whose answer never came is known to be ours, even by the next
+ * mount after a kill.
+ */
+static void mark_sent(struct osbfs *fs, struct item *items, size_t n)
+{
+	struct cache *c = fs->cache;
+	for (size_t i = 0; i < n; i++) {
+		struct item *it = &items[i];
+		if (it->skip || it->m.dir || it->times_only || it->fd < 0)
+			continue;
+		uint64_t print = 0;
+		bool ok = it->size <= SENT_PRINT_MAX &&
+			  fprint_fd(it->fd, it->size, &print) == 0;
+		pthread_mutex_lock(&c->lock);
+		struct cfile *cf = it->cf;
+		/* written since the snapshot: this upload is retried anyway
+		 * (EAGAIN), and its bytes match no fingerprint taken now */
+		ok = ok && cf->wgen == it->gen;
+		if (ok || cf->m.sent) {
+			cf->m.sent = ok;
+			cf->m.sent_size = it->size;
+			cf->m.sent_print = print;
+			if (cache_record_refresh(c, cf))
+				log_error("cannot update the journal in %s",
+					  c->dir);
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
 }
 
 /* The end of a batch: @rc is how its files went, @drc its directories. */
@@ -574,11 +636,17 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		cf->m.base = BASE_KNOWN;
 		cf->m.base_size = it->size;
 		cf->m.base_mtime = it->m.mtime;
+		cf->m.sent = false;
 		if (cf->wgen == it->gen) {
 			cf->m.times_set = false;
 			cf->m.chmod_needed = false;
 		}
 		cache_uploaded(c, cf, it->gen);
+		/* written during the upload: its record gets the new base,
+		 * or a kill now would leave the old one for the next mount to
+		 * find changed */
+		if (cf->dirty && cache_record_refresh(c, cf))
+			log_error("cannot update the journal in %s", c->dir);
 		if (it->m.dir) {
 			if (cf->node) {
 				cf->node->change_gen = ++fs->nodes.change_seq;
@@ -698,6 +766,8 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 	}
 	if (!rc)
 		rc = check_batch(fs, wb, items, n);
+	if (!rc)
+		mark_sent(fs, items, n);
 	/* directories first, so that the files in them find their modes
 	 * (an upload would make a missing one with execd's default) */
 	int drc = rc;

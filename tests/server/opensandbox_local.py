@@ -32,6 +32,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from osblocal.app import App  # noqa: E402
+from osblocal.sandboxfs import private_mount_namespace  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -71,6 +72,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     os.umask(0o022)
+    private_mount_namespace()  # before any thread starts
     app = App(args)
 
     def on_term(signum, frame):

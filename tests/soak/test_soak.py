@@ -134,10 +134,6 @@ def sync_all(soak, m):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("OSBFS_SOAK_SECONDS"),
-                    reason="the soak runs when OSBFS_SOAK_SECONDS is set: it still finds a "
-                           "write-back conflict osbfs makes of its own writes under faults, "
-                           "now and then, which must be fixed before it gates the suite")
 def test_soak(make_server, make_mount, make_sandbox, tmp_path):
     seed = int(os.environ.get("OSBFS_SOAK_SEED") or random.SystemRandom().randrange(1 << 32))
     print("\nsoak: seed %d (replay with OSBFS_SOAK_SEED=%d), %ss" % (seed, seed, SECONDS))

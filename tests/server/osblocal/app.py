@@ -12,6 +12,7 @@ from .faults import FaultRule, Faults, Stats
 from .httpbase import Server
 from .lifecycle import LifecycleHandler
 from .sandbox import Sandbox
+from .sandboxfs import empty_trash
 from .util import uuid_id
 
 TICK = 0.1
@@ -54,6 +55,9 @@ class App:
     def load(self):
         root = os.path.join(self.data_dir, "sandboxes")
         os.makedirs(root, exist_ok=True)
+        trash = os.path.join(self.data_dir, "trash")
+        if os.path.isdir(trash):
+            empty_trash(trash)  # left by a server that was killed
         now = time.time()
         for sid in sorted(os.listdir(root)):
             p = os.path.join(root, sid, "record.json")
@@ -67,6 +71,7 @@ class App:
                 sb.destroy()
                 continue
             sb.fs.create()  # idempotent: recreate mount points if missing
+            sb.fs.mount_sys()  # the kept upper directories, mounted again
             self.sandboxes[sid] = sb
             sb.start_after_load()
 
@@ -82,6 +87,7 @@ class App:
         for sb in list(self.sandboxes.values()):
             sb.close_listener()
             sb.kill_all()
+            sb.fs.umount_sys()
 
     # -- sandboxes ---------------------------------------------------------------------------
 

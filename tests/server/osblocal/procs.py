@@ -28,10 +28,13 @@ process group signal reaches bwrap and everything inside; with
 --unshare-pid, the processes inside die when bwrap dies.
 
 The bwrap view mirrors sandboxfs: the sandbox rootfs read-only at "/", the
-host's system directories read-only on top, the writable directories bound
-read-write, fresh /dev, /proc and /run.  Processes run as root with Docker's
-default capabilities minus MKNOD (no CAP_SYS_ADMIN: nothing can be
-remounted read-write).
+sandbox's overlays of /usr, /etc and /var read-write (mounted by the server
+before the holder starts; bwrap only binds them), /opt and /srv the host's,
+read-only, the writable directories bound read-write, fresh /dev, /proc and
+/run.  Processes run as root with Docker's default capabilities minus MKNOD
+(no CAP_SYS_ADMIN: nothing can be remounted read-write); that is enough for
+apt-get, whose downloads run as user _apt (CAP_SETUID, CAP_SETGID), so apt
+needs no configuration of its own.
 """
 
 import json
@@ -44,6 +47,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from .sandboxfs import HOST_SUBMOUNTS
 
 BWRAP = "/usr/bin/bwrap"
 CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_NET_RAW",
@@ -97,6 +102,10 @@ def bwrap_argv(fs, cwd, argv, uid=None, gid=None, groups_from=None):
     for key, (host, w) in sorted(fs.mounts.items(), key=lambda kv: len(kv[0])):
         if w:
             a += ["--bind", host, "/" + "/".join(key)]
+    if fs.overlays:
+        for m in HOST_SUBMOUNTS:
+            if m.split("/")[1] in fs.sys_top and not m.startswith("/var/tmp/") and m != "/var/tmp":
+                a += ["--ro-bind-try", m, m]
     a += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run"]
     a += ["--cap-drop", "ALL"]
     for c in CAPS:

@@ -8,7 +8,6 @@ are lost when the server restarts, as they are when a real execd restarts.
 
 import os
 import secrets
-import shutil
 import signal
 import threading
 import time
@@ -214,6 +213,7 @@ class Sandbox:
     def create(cls, app, rec):
         sb = cls(app, rec)
         sb.fs.create()
+        sb.fs.mount_sys()
         if rec.get("networkPolicy") is not None:
             rec["egressToken"] = secrets.token_hex(16)
         if app.secure_access:
@@ -238,4 +238,4 @@ class Sandbox:
         self.close_listener()
         self.freeze(False)
         self.kill_all()
-        shutil.rmtree(self.base, ignore_errors=True)
+        self.fs.remove()

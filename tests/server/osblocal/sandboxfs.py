@@ -4,14 +4,33 @@ Layout of one sandbox on the host (BASE = DATA/sandboxes/<id>):
 
   BASE/rootfs/              the sandbox's "/" (read-only to the sandbox)
       workspace home root tmp mnt      writable directories (bound read-write)
-      usr etc opt var srv ...          empty mount points for the host's
-                                       read-only system directories
+      usr etc var                      mount points for the sandbox's overlays
+      opt srv                          mount points for the host's /opt and
+                                       /srv, read-only
       proc dev run sys                 empty placeholders (bwrap mounts its own)
       bin -> usr/bin ...               the host's top-level symlinks, copied
-  BASE/vartmp/              the sandbox's /var/tmp (read-write)
+  BASE/vartmp/              the sandbox's /var/tmp (read-write, empty at first)
+  BASE/sys/<d>/upper        the sandbox's changes to its /usr, /etc, /var
+  BASE/sys/<d>/work         overlayfs's work directory
+  BASE/sys/<d>/merged       the overlay: the host's /<d> read-only underneath,
+                            upper on top; bound read-write at /<d>
+
+The sandbox's /usr, /etc and /var are writable, as in a container, so
+apt-get, npm -g and pip install work: each is an overlayfs mount made by
+the server (mount_sys) when the sandbox is created, and again from the kept
+upper directory when the server starts, so installed software survives a
+restart; delete unmounts it and removes BASE (moved to DATA/trash at once,
+deleted in a thread); server shutdown unmounts every overlay.  The server
+runs in a mount namespace of its own (private_mount_namespace, a slave of
+the host's), so the host never sees these mounts and a killed server leaves
+none behind.  When overlays cannot be mounted (not root, no overlayfs) one
+line on stderr says so and /usr, /etc, /var are the host's, read-only, as
+/opt and /srv always are.  The host's mount points inside /usr, /etc, /var
+(a container's bind-mounted /etc/resolv.conf) are hidden by an overlay:
+bubblewrap binds them back read-only; the file API shows the file beneath.
 
 The same mount table drives bubblewrap (procs.py) and the file API, so
-/workspace/x.py is the same file for both.
+/workspace/x.py and /usr/local/bin/x are the same files for both.
 
 SECURITY.  Every path a client sends is resolved here in the SANDBOX's
 namespace, one component at a time, with directory file descriptors opened
@@ -21,20 +40,27 @@ sandbox kernel would follow them, never by the host kernel, so a symlink
 operation is done relative to the parent directory's descriptor (the *at()
 calls), with O_NOFOLLOW where execd would not follow.  Writes to anything
 outside the writable directories fail with EROFS before any system call, as
-in a container whose root is read-only; the sandbox's /proc and /dev are
+in a container whose root is read-only; writes under /usr, /etc, /var go
+through the overlay, which puts them in the upper directory and never
+changes the host's directory underneath; the sandbox's /proc and /dev are
 empty here.  A sandbox process racing a rename of a directory into a symlink
 cannot make the server leave the sandbox tree: every step re-opens with
 O_NOFOLLOW.
 """
 
+import ctypes
 import errno
 import grp
 import os
 import pwd
+import shutil
 import stat as st
+import sys
+import threading
 
 WRITABLE_TOP = ("workspace", "home", "root", "tmp", "mnt")
-RO_HOST_TOP = ("usr", "etc", "opt", "var", "srv")
+SYS_TOP = ("usr", "etc", "var")   # the sandbox's own overlay over the host's
+RO_HOST_TOP = ("opt", "srv")      # always the host's, read-only
 PLACEHOLDERS = ("proc", "dev", "run", "sys")
 MAXLINKS = 40
 
@@ -89,6 +115,134 @@ class Loc:
             return False
 
 
+def _host_dir(p):
+    return os.path.isdir(p) and not os.path.islink(p)
+
+
+# -- mounts ---------------------------------------------------------------------
+
+CLONE_NEWNS = 0x00020000
+MS_REC = 0x4000
+MS_SLAVE = 1 << 19
+MNT_DETACH = 2
+
+_libc = None
+_overlays = {"enabled": None}  # None: not decided yet
+_overlays_lock = threading.Lock()
+
+
+def _sys(name, *args):
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(_libc, name)
+    if fn(*args) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def private_mount_namespace():
+    """Move the server into a mount namespace of its own (a slave of the
+    host's: the host's later mounts still show, the server's never reach the
+    host), so every overlay it mounts disappears with it, however it ends.
+    Called once at startup, while the process has a single thread.  When
+    this fails, overlays are not used."""
+    try:
+        _sys("unshare", CLONE_NEWNS)
+        _sys("mount", None, b"/", None, ctypes.c_ulong(MS_REC | MS_SLAVE), None)
+    except OSError as e:
+        overlays_failed("private mount namespace: %s" % e)
+        return False
+    with _overlays_lock:
+        if _overlays["enabled"] is None:
+            _overlays["enabled"] = True
+    HOST_SUBMOUNTS[:] = _submounts(SYS_TOP)
+    return True
+
+
+HOST_SUBMOUNTS = []  # the host's mount points inside SYS_TOP, read at startup
+
+
+def _submounts(tops):
+    """Mount points strictly inside /<top> (e.g. a container's bind-mounted
+    /etc/resolv.conf): an overlay shows only the directory underneath, so
+    bubblewrap binds these on top of it, read-only."""
+    out = []
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            for line in f:
+                p = line.split()[4].decode("utf-8", "surrogateescape")
+                p = p.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+                if any(p.startswith("/%s/" % t) for t in tops) and p not in out:
+                    out.append(p)
+    except (OSError, IndexError):
+        pass
+    return out
+
+
+def overlays_enabled():
+    return _overlays["enabled"] is True
+
+
+def overlays_failed(why):
+    """From now on sandboxes see the host's system directories read-only;
+    one line on stderr says why."""
+    with _overlays_lock:
+        if _overlays["enabled"] is False:
+            return
+        _overlays["enabled"] = False
+    sys.stderr.write("%s; sandboxes get the host's /usr, /etc and /var read-only\n" % why)
+    sys.stderr.flush()
+
+
+def mount_overlay(lower, upper, work, merged):
+    for p in (lower, upper, work):
+        if any(c in p for c in ",:\\"):
+            raise OSError(errno.EINVAL, "overlay path %r holds , : or \\" % p)
+    opts = "lowerdir=%s,upperdir=%s,workdir=%s" % (lower, upper, work)
+    _sys("mount", b"overlay", os.fsencode(merged), b"overlay", ctypes.c_ulong(0), os.fsencode(opts))
+
+
+def umount(path):
+    try:
+        _sys("umount2", os.fsencode(path), MNT_DETACH)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOENT):
+            sys.stderr.write("umount %s: %s\n" % (path, e))
+
+
+_trash_lock = threading.Lock()
+_trash_state = {}  # trash dir -> "busy" while a thread empties it, "again" if more came meanwhile
+
+
+def empty_trash(trash):
+    """Delete what is in the directory trash (DATA/trash, where a deleted
+    sandbox's data is moved at once) in a thread of its own: removing the
+    directories an overlay used takes some 100 ms, more than a sandbox's
+    creation."""
+    with _trash_lock:
+        if trash in _trash_state:
+            _trash_state[trash] = "again"
+            return
+        _trash_state[trash] = "busy"
+
+    def run():
+        while True:
+            try:
+                names = os.listdir(trash)
+            except OSError:
+                names = []
+            for name in names:
+                shutil.rmtree(os.path.join(trash, name), ignore_errors=True)
+            with _trash_lock:
+                if _trash_state[trash] == "busy":
+                    del _trash_state[trash]
+                    return
+                _trash_state[trash] = "busy"
+
+    threading.Thread(target=run, name="trash", daemon=True).start()
+
+
 def host_symlinks():
     out = []
     for name in sorted(os.listdir("/")):
@@ -104,14 +258,17 @@ class SandboxFS:
         self.rootfs = os.path.join(base, "rootfs")
         self.vartmp = os.path.join(base, "vartmp")
         # mount key (tuple of components) -> (host dir, writable)
+        self.sys = os.path.join(base, "sys")
         self.mounts = {(): (self.rootfs, False)}
         for d in WRITABLE_TOP:
             self.mounts[(d,)] = (os.path.join(self.rootfs, d), True)
-        self.ro_host = [d for d in RO_HOST_TOP if os.path.isdir("/" + d) and not os.path.islink("/" + d)]
+        self.sys_top = [d for d in SYS_TOP if _host_dir("/" + d)]
+        self.ro_host = [d for d in SYS_TOP + RO_HOST_TOP if _host_dir("/" + d)]
         for d in self.ro_host:
             self.mounts[(d,)] = ("/" + d, False)
         if "var" in self.ro_host and os.path.isdir("/var/tmp"):
             self.mounts[("var", "tmp")] = (self.vartmp, True)
+        self.overlays = []  # merged directories mounted by mount_sys()
 
     # -- setup ------------------------------------------------------------------
 
@@ -119,7 +276,7 @@ class SandboxFS:
         os.makedirs(self.rootfs, exist_ok=True)
         os.makedirs(self.vartmp, exist_ok=True)
         os.chmod(self.vartmp, 0o1777)
-        for d in WRITABLE_TOP + tuple(self.ro_host) + PLACEHOLDERS:
+        for d in WRITABLE_TOP + tuple(self.sys_top) + tuple(self.ro_host) + PLACEHOLDERS:
             p = os.path.join(self.rootfs, d)
             os.makedirs(p, exist_ok=True)
         os.chmod(os.path.join(self.rootfs, "tmp"), 0o1777)
@@ -128,6 +285,63 @@ class SandboxFS:
             p = os.path.join(self.rootfs, name)
             if not os.path.lexists(p):
                 os.symlink(target, p)
+
+    def mount_sys(self):
+        """Mount the sandbox's overlays over the host's /usr, /etc and /var
+        (kept in BASE/sys/<dir>/{upper,work}, seen at BASE/sys/<dir>/merged)
+        and make them writable in the mount table; an upper directory kept
+        from before (a server restart) is mounted again as it is.  When
+        overlays cannot be mounted the directories stay the host's,
+        read-only.  Idempotent."""
+        if self.overlays or not self.sys_top or not overlays_enabled():
+            return
+        done = []
+        try:
+            for d in self.sys_top:
+                top = os.path.join(self.sys, d)
+                upper, work, merged = (os.path.join(top, n) for n in ("upper", "work", "merged"))
+                for p in (upper, work, merged):
+                    os.makedirs(p, mode=0o755, exist_ok=True)
+                # the merged root takes the upper root's owner and mode
+                hs = os.stat("/" + d)
+                os.chown(upper, hs.st_uid, hs.st_gid)
+                os.chmod(upper, st.S_IMODE(hs.st_mode))
+                mount_overlay("/" + d, upper, work, merged)
+                done.append(merged)
+        except OSError as e:
+            for m in done:
+                umount(m)
+            overlays_failed("overlay for %s: %s" % (self.base, e))
+            return
+        self.overlays = done
+        for d in self.sys_top:
+            self.mounts[(d,)] = (os.path.join(self.sys, d, "merged"), True)
+        self.ro_host = [d for d in self.ro_host if d not in self.sys_top]
+
+    def umount_sys(self):
+        """Unmount the overlays (their upper directories stay)."""
+        for m in self.overlays:
+            umount(m)
+        self.overlays = []
+
+    def remove(self):
+        """Unmount the overlays and delete everything the sandbox kept; if an
+        overlay is still mounted, nothing is deleted (a walk through it
+        would only fill its upper directory with whiteouts)."""
+        self.umount_sys()
+        for d in self.sys_top:
+            m = os.path.join(self.sys, d, "merged")
+            if os.path.ismount(m):
+                sys.stderr.write("not removing %s: %s is still mounted\n" % (self.base, m))
+                return
+        trash = os.path.join(os.path.dirname(os.path.dirname(self.base)), "trash")
+        try:
+            os.makedirs(trash, exist_ok=True)
+            os.rename(self.base, os.path.join(trash, os.path.basename(self.base)))
+        except OSError:
+            shutil.rmtree(self.base, ignore_errors=True)
+            return
+        empty_trash(trash)
 
     def host_dir(self, key):
         return self.mounts[key][0]
