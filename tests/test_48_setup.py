@@ -285,3 +285,24 @@ def test_without_setup_info_says_null_and_jobs_start_at_once(mount):
     jid = start(mount, "echo hi")
     assert wait(mount, jid) == "exited 0"
     assert "setup" not in os.listdir(osb(mount, "jobs"))
+
+
+# ---- installs that write /usr (each sandbox has its own /usr, /etc, /var) ----
+
+def test_a_system_package_is_installed_and_runs_in_a_later_job(make_mount, tmp_path):
+    m = make_mount(options=["setup=" + setup_file(tmp_path, "sandbox:\n  toolchain: never\n  packages: [sl]\n")])
+    s = settled(m, timeout=600)
+    assert s["state"] == "done", (s, job_file(m, "stderr")[-3000:])
+    jid = start(m, "dpkg -s sl | grep '^Status:'; test -x /usr/games/sl && echo runs")
+    assert wait(m, jid) == "exited 0"
+    assert read(osb(m, "jobs", jid, "stdout")) == "Status: install ok installed\nruns\n"
+
+
+def test_an_npm_package_is_installed_and_runs_in_a_later_job(make_mount, tmp_path):
+    m = make_mount(options=["setup=" + setup_file(tmp_path, "sandbox:\n  node:\n    packages: [json]\n")])
+    s = settled(m, timeout=600)
+    assert s["state"] == "done", (s, job_file(m, "stderr")[-3000:])
+    assert "installing with npm: json" in job_file(m, "stdout")
+    jid = start(m, "json --version")
+    assert wait(m, jid) == "exited 0", read(osb(m, "jobs", jid, "stderr"))
+    assert read(osb(m, "jobs", jid, "stdout")).startswith("json ")
