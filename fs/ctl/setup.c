@@ -3,9 +3,9 @@
  * read, the job started or followed, its outcome, and the gate other
  * jobs pass.
  *
- * State is behind s->lock (a leaf: nothing else is taken under it, and
- * it is never held across a request). The thread alone talks to the
- * sandbox; gates only wait on s->cond.
+ * State is behind s->lock (only the log's lock is taken under it, and it
+ * is never held across a request; fs/osbfs.h has the order). The thread
+ * alone talks to the sandbox; gates only wait on s->cond.
  */
 #include <errno.h>
 #include <pthread.h>
