@@ -13,6 +13,8 @@
  *      (fuse_req_interrupted): the waits of jobs_wait.c
  *      The code contexts' cd->lock (code_i.h) is taken under 1 too
  *      (a close of input waits on its condition), never with 2 to 6.
+ *      So is the setup's s->lock (setup.c: a start waits on its
+ *      condition for the setup to end); only the log's is taken under it.
  *   3. fs->path_lock (below): held for writing by a rename or unlink
  *      across its sandbox request, for reading by an upload batch; or
  *      pull.c's pull_lock, held across a pull's requests (the two are

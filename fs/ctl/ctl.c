@@ -19,6 +19,7 @@
 
 #include "ctl_i.h"
 #include "log.h"
+#include "setup.h"
 
 /* attributes of files whose size changes: never cached by the kernel */
 #define LIVE_TIMEOUT 0.0
@@ -82,7 +83,10 @@ int ctl_init(struct osbfs *fs)
 		rc = scratch_init(c);
 	if (!rc)
 		rc = code_new(fs, &c->code);
+	if (!rc)
+		rc = setup_new(fs, c->jobs, &fs->opt->setup_decl, &c->setup);
 	if (rc) {
+		code_free(c->code);
 		scratch_free(c);
 		jobs_free(c->jobs);
 		text_release(&c->readme);
@@ -96,7 +100,10 @@ int ctl_init(struct osbfs *fs)
 
 int ctl_start(struct osbfs *fs)
 {
-	return fs->ctl ? jobs_monitor_start(fs->ctl->jobs) : 0;
+	if (!fs->ctl)
+		return 0;
+	int rc = jobs_monitor_start(fs->ctl->jobs);
+	return rc ? rc : setup_start(fs->ctl->setup);
 }
 
 void ctl_stop(struct osbfs *fs)
@@ -106,6 +113,8 @@ void ctl_stop(struct osbfs *fs)
 	/* the code runs' followers first: they drop caches through the
 	 * notifier and answer closes waiting for them */
 	code_stop(fs->ctl->code);
+	/* the setup follows its job through the monitor */
+	setup_stop(fs->ctl->setup);
 	jobs_monitor_stop(fs->ctl->jobs);
 }
 
@@ -115,6 +124,8 @@ void ctl_release_all(struct osbfs *fs)
 	if (!c)
 		return;
 	code_stop(c->code);
+	setup_free(c->setup);
+	c->setup = NULL;
 	jobs_monitor_stop(c->jobs);
 	ctl_fh_free_all(c);
 	pthread_mutex_destroy(&c->fh_lock);

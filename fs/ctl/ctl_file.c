@@ -26,6 +26,7 @@
 
 #include "ctl_i.h"
 #include "log.h"
+#include "setup.h"
 
 static struct ctl_fh *fh_of(struct fuse_file_info *fi)
 {
@@ -173,6 +174,9 @@ static int start_pending(struct ctl *c, struct ctl_fh *fh)
 			  "UTF-8)",
 			  file_name(fh));
 		rc = -EINVAL;
+	} else if ((rc = setup_gate(c->setup, file_name(fh))) != 0) {
+		/* a setup that runs holds the start back; a failed one
+		 * refuses it (setup.h) */
 	} else if (fh->node.kind == K_CINPUT) {
 		rc = code_run(c->code, fh->node.cx, fh->in.s, fh->in.len);
 	} else if (fh->node.kind == K_RUN) {

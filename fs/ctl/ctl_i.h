@@ -77,7 +77,8 @@ struct ctl {
 	atomic_bool no_sidecar;   /* the sandbox was found to have no
 				     egress sidecar (it never gets one) */
 	struct scratch_table *scratch;
-	struct code *code; /* code/ (code.h) */
+	struct code *code;   /* code/ (code.h) */
+	struct setup *setup; /* jobs/setup (setup.h); NULL without one */
 	/* the open control files, freed at the end if their release never
 	 * came (a lazy unmount: the kernel may drop the last ones) */
 	pthread_mutex_t fh_lock; /* a leaf */

@@ -17,6 +17,7 @@
 #include "holder.h"
 #include "life.h"
 #include "log.h"
+#include "setup.h"
 #include "ops.h"
 #include "remote.h"
 #include "watch.h"
@@ -130,6 +131,7 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	rc = rc ? rc :
 		  text_printf(out, ",\"jobs\":{\"running\":%zu,\"total\":%zu}",
 			      running, total);
+	rc = rc ? rc : setup_info_json(c->setup, out);
 	rc = rc ? rc : text_adds(out, ",\"last_error\":");
 	rc = rc ? rc : text_json_str(out, last && last[0] ? last : NULL);
 	rc = rc ? rc : text_adds(out, ",\"last_error_at\":");

@@ -181,6 +181,13 @@ int main(int argc, char **argv)
 		options_release(&opt);
 		return status;
 	}
+	/* a bad setup file fails like a bad option, before anything */
+	rc = options_read_setup(&opt, msg, sizeof(msg));
+	if (rc) {
+		fprintf(stderr, "osbfs: %s\n", msg[0] ? msg : strerror(-rc));
+		options_release(&opt);
+		return 2;
+	}
 	log_init(opt.debug);
 	if (opt.log_file) {
 		rc = log_to_file(opt.log_file);

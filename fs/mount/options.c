@@ -82,6 +82,9 @@ static const struct opt_def table[] = {
 	  "CPU limit of a new sandbox (e.g. 500m)" },
 	{ "memory", OPT_STR, O(memory), NULL,
 	  "memory limit of a new sandbox (e.g. 512Mi)" },
+	{ "setup", OPT_STR, O(setup), NULL,
+	  "YAML file: software to install in the sandbox before any job "
+	  "(job setup; reused while the declaration is unchanged)" },
 	/* lifecycle */
 	{ "keepalive", OPT_BOOL, O(keepalive), "1",
 	  "renew the TTL while mounted, used or not (keepalive=no: let it "
@@ -575,8 +578,16 @@ int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
 	return read_settings(o, msg, msg_size);
 }
 
+int options_read_setup(struct osbfs_options *o, char *msg, size_t msg_size)
+{
+	if (!o->setup)
+		return 0;
+	return setup_decl_load(o->setup, &o->setup_decl, msg, msg_size);
+}
+
 void options_release(struct osbfs_options *o)
 {
+	setup_decl_release(&o->setup_decl);
 	for (size_t i = 0; i < NOPTS; i++) {
 		char *field = (char *)o + table[i].offset;
 		if (table[i].type == OPT_STR) {

@@ -12,6 +12,7 @@
 #include <fuse_opt.h>
 
 #include "osb.h"
+#include "setup_decl.h"
 
 struct osbfs_options {
 	/* positional: [SANDBOX][:DIR] MOUNTPOINT */
@@ -42,6 +43,8 @@ struct osbfs_options {
 	char *network_policy; /* a JSON file */
 	char *cpu;
 	char *memory;
+	char *setup;                  /* -o setup=FILE (YAML) */
+	struct setup_decl setup_decl; /* read by options_read_setup() */
 
 	/* lifecycle */
 	bool keepalive;
@@ -83,6 +86,9 @@ struct osbfs_options {
  */
 int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
 		  size_t msg_size);
+/* Reads and checks the setup= file, if any, into o->setup_decl: 0, or
+ * -EINVAL with "FILE:LINE: cause" in @msg. */
+int options_read_setup(struct osbfs_options *o, char *msg, size_t msg_size);
 void options_release(struct osbfs_options *o);
 void options_usage(const char *prog);
 
