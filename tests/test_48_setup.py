@@ -306,3 +306,30 @@ def test_an_npm_package_is_installed_and_runs_in_a_later_job(make_mount, tmp_pat
     jid = start(m, "json --version")
     assert wait(m, jid) == "exited 0", read(osb(m, "jobs", jid, "stderr"))
     assert read(osb(m, "jobs", jid, "stdout")).startswith("json ")
+
+
+def test_the_readme_chart_recipe_works_as_printed(make_mount, tmp_path):
+    """README.md's "Make a chart" recipe: its setup file, its mount (as
+    make_mount makes it), then its lines as printed, with its mnt/."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "README.md")) as f:
+        text = f.read()
+    block = text.split("```sh\nprintf 'sandbox:")[1].split("```")[0]
+    lines = ("printf 'sandbox:" + block).strip().split("\n")
+    assert lines[1].startswith("osbfs -o setup=chart.yaml mnt"), lines
+    rest = "\n".join(ln.split("  #")[0].rstrip() for ln in lines[2:])
+    work = tmp_path / "user"
+    work.mkdir()
+    r = subprocess.run(["bash", "-ec", lines[0]], cwd=str(work), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    m = make_mount(options=["setup=" + str(work / "chart.yaml")])
+    os.symlink(m.p(), str(work / "mnt"))
+    r = subprocess.run(["bash", "-ec", rest], cwd=str(work), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, (r.stderr, job_file(m, "stderr")[-3000:])
+    assert r.stdout == "exited 0\n", r.stdout
+    s = setup_info(m)
+    assert s["state"] == "done", s
+    assert "matplotlib" in job_file(m, "stdout")
+    png = (work / "chart.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000
+    assert m.server.read_file(m.sandbox_id, m.spath("chart.png")) == png
