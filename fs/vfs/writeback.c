@@ -540,6 +540,14 @@ static void failed(struct writeback *wb, struct cfile *cf, int rc, size_t n,
 	wb->failed++;
 }
 
+/* Rewrites @cf's journal record, if it is dirty, with what it now is
+ * (c->lock held); a failure is logged: the record in memory is right. */
+static void refresh_record(struct cache *c, struct cfile *cf)
+{
+	if (cache_record_refresh(c, cf))
+		log_error("cannot update the journal in %s", c->dir);
+}
+
 /* @it's bytes are in the sandbox, its times (or mode) not yet (c->lock
  * held): only they are still to go, and the sandbox's mtime is no longer
  * the one the data derives from. */
@@ -548,8 +556,7 @@ static void bytes_in(struct cache *c, struct cfile *cf, const struct item *it)
 	cf->data_gen = it->gen;
 	cf->m.base = BASE_UNKNOWN;
 	cf->m.sent = false;
-	if (cache_record_refresh(c, cf))
-		log_error("cannot update the journal in %s", c->dir);
+	refresh_record(c, cf);
 }
 
 /*
@@ -577,9 +584,7 @@ static void mark_sent(struct osbfs *fs, struct item *items, size_t n)
 			cf->m.sent = ok;
 			cf->m.sent_size = it->size;
 			cf->m.sent_print = print;
-			if (cache_record_refresh(c, cf))
-				log_error("cannot update the journal in %s",
-					  c->dir);
+			refresh_record(c, cf);
 		}
 		pthread_mutex_unlock(&c->lock);
 	}
@@ -645,8 +650,7 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		/* written during the upload: its record gets the new base,
 		 * or a kill now would leave the old one for the next mount to
 		 * find changed */
-		if (cf->dirty && cache_record_refresh(c, cf))
-			log_error("cannot update the journal in %s", c->dir);
+		refresh_record(c, cf);
 		if (it->m.dir) {
 			if (cf->node) {
 				cf->node->change_gen = ++fs->nodes.change_seq;
