@@ -511,6 +511,8 @@ static void test_code_recs(void)
 	CHECK(!code_rec_parse("", &r));
 	CHECK(!code_rec_parse("python@@ab/cd", &r)); /* not an id */
 	CHECK(!code_rec_parse("python@@ab%2e", &r));
+	CHECK(!code_rec_parse("python@input@ff", &r)); /* a file's name */
+	CHECK(!code_rec_parse("python@latest@ff", &r));
 }
 
 int main(void)
