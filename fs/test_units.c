@@ -4,7 +4,8 @@
  * journal (records written, replayed after a "crash", compacted), the
  * symlink targets shown in the mount (linkmap.c), and the wrapper that
  * makes a command take effect at most once (remote.c, run with /bin/sh),
- * and the names of the code contexts' records (code.c).
+ * the names of the code contexts' records (code.c), and the escaping of
+ * what the log writes (log.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "holder.h"
 #include "journal.h"
 #include "linkmap.h"
+#include "log.h"
 #include "node.h"
 #include "options.h"
 #include "remote.h"
@@ -515,6 +517,37 @@ static void test_code_recs(void)
 	CHECK(!code_rec_parse("python@latest@ff", &r));
 }
 
+static void test_log_escapes(void)
+{
+	long long when;
+	log_quiet_stderr();
+	log_error("job %s: %s", "a\n2026-01-01T00:00:00Z error: forged",
+		  "\x1b]0;title\x07\xff caf\xc3\xa9 \\");
+	char *last = log_last_error(&when);
+	CHECK(last && strcmp(last, "job a\\n2026-01-01T00:00:00Z error: "
+				   "forged: \\x1b]0;title\\x07\\xff "
+				   "caf\xc3\xa9 \\\\") == 0);
+	free(last);
+	char *recent = log_recent();
+	CHECK(recent && strchr(recent, '\n') == recent + strlen(recent) - 1);
+	free(recent);
+
+	/* cut to LOG_LINE_MAX, never inside an escape */
+	char *big = malloc(LOG_LINE_MAX);
+	CHECK(big != NULL);
+	if (!big)
+		return;
+	memset(big, '\x1b', LOG_LINE_MAX - 1);
+	big[LOG_LINE_MAX - 1] = '\0';
+	log_error("x%s", big);
+	last = log_last_error(&when);
+	size_t n = last ? strlen(last) : 0;
+	CHECK(n <= LOG_LINE_MAX && n > LOG_LINE_MAX - 8);
+	CHECK(last && strcmp(last + n - 7, "\\x1b...") == 0);
+	free(last);
+	free(big);
+}
+
 int main(void)
 {
 	test_hex();
@@ -525,6 +558,7 @@ int main(void)
 	test_linkmap();
 	test_once();
 	test_code_recs();
+	test_log_escapes();
 	if (failures) {
 		fprintf(stderr, "%d failures\n", failures);
 		return 1;

@@ -515,6 +515,37 @@ def test_log_collapses_a_message_repeated_in_a_loop(mount):
     assert 'unknown command "frobnicate"' in last_error(mount) or '"other"' in last_error(mount)
 
 
+def test_the_log_escapes_what_it_quotes(make_mount, make_sandbox, server, tmp_path):
+    # names from the sandbox (here job records it made, skipped and
+    # named in the log) and from anyone (a bad mkdir) forge no log line
+    # and send no escape sequence to a terminal, in every sink
+    sid = make_sandbox()
+    forged = "evil\n2026-01-01T00:00:00Z error: forged\x1b]0;owned\x07"
+    code, _, err = server.run(sid, "mkdir -p /tmp/.osbfs/jobs/\"$(printf 'evil\\n"
+                              "2026-01-01T00:00:00Z error: forged\\033]0;owned\\007')\"")
+    assert code == 0, err
+    # and a name that is not UTF-8, as a hostile execd could list it
+    server.inject_listing(sid, "/tmp/.osbfs/jobs", [b"bad\xff\xfe\xc2\x9bname"])
+    f = tmp_path / "osbfs.log"
+    m = make_mount(sandbox_id=sid, options=["log_file=%s" % f])
+    assert os.listdir(osb(m, "jobs")) == []
+    expect_errno(errno.EINVAL, os.mkdir, osb(m, "jobs", "x\x1b[2Jy\\z"))
+    shown = {
+        forged: "evil\\n2026-01-01T00:00:00Z error: forged\\x1b]0;owned\\x07",
+        "bad": "bad\\xff\\xfe\\xc2\\x9bname",
+        "mkdir": "mkdir jobs/x\\x1b[2Jy\\\\z: ",
+    }
+    sinks = {"stderr": m.log().encode(), ".osb/log": read_bytes(osb(m, "log")),
+             "log_file": f.read_bytes()}
+    for sink, text in sinks.items():
+        assert b"\x1b" not in text and b"\x07" not in text and b"\xff" not in text, sink
+        lines = text.decode().splitlines()
+        assert not [l for l in lines if "Z error: forged" in l[:40]], (sink, lines)
+        for what in shown.values():
+            assert len([l for l in lines if what in l]) == 1, (sink, what, lines)
+    assert last_error(m).startswith(shown["mkdir"]), last_error(m)
+
+
 # ---- egress ----
 
 POLICY = {"defaultAction": "deny", "egress": [{"action": "allow", "target": "pypi.org"}]}
