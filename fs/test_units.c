@@ -4,8 +4,9 @@
  * journal (records written, replayed after a "crash", compacted), the
  * symlink targets shown in the mount (linkmap.c), and the wrapper that
  * makes a command take effect at most once (remote.c, run with /bin/sh),
- * the names of the code contexts' records (code.c), and the escaping of
- * what the log writes (log.c).
+ * the names of the code contexts' records (code.c), the JSON strings of
+ * the control files (ctl_text.c), and the escaping of what the log
+ * writes (log.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 
 #include "cache_i.h"
 #include "code_i.h"
+#include "ctl_text.h"
 #include "fprint.h"
 #include "hex.h"
 #include "holder.h"
@@ -517,6 +519,28 @@ static void test_code_recs(void)
 	CHECK(!code_rec_parse("python@latest@ff", &r));
 }
 
+static void test_json_str(void)
+{
+	static const struct {
+		const char *in, *out;
+	} rows[] = {
+		{ "plain \"q\" \\", "\"plain \\\"q\\\" \\\\\"" },
+		{ "a\nb\x1b\x7f", "\"a\\nb\\u001b\\u007f\"" },
+		{ "caf\xc3\xa9 \xe2\x82\xac", "\"caf\xc3\xa9 \xe2\x82\xac\"" },
+		{ "c1\xc2\x9b ls\xe2\x80\xa8", "\"c1\\u009b ls\\u2028\"" },
+		{ "bad\xff\xc3", "\"bad\\ufffd\\ufffd\"" },
+		{ "cut\xe2\x82", "\"cut\\ufffd\\ufffd\"" },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		struct text t = { 0 };
+		CHECK(text_json_str(&t, rows[i].in) == 0);
+		CHECK(t.s && strcmp(t.s, rows[i].out) == 0);
+		if (t.s && strcmp(t.s, rows[i].out) != 0)
+			fprintf(stderr, "  json #%zu: %s\n", i, t.s);
+		text_release(&t);
+	}
+}
+
 static void test_log_escapes(void)
 {
 	long long when;
@@ -558,6 +582,7 @@ int main(void)
 	test_linkmap();
 	test_once();
 	test_code_recs();
+	test_json_str();
 	test_log_escapes();
 	if (failures) {
 		fprintf(stderr, "%d failures\n", failures);

@@ -3,10 +3,11 @@ live in the sandbox, so a new mount (new cache dir, as on another
 machine) lists them, and another mount at the same time sees them."""
 
 import errno
+import json
 import os
 
-from jobhelp import (expect_errno, job_file, kill_quietly, osb, read, start, start_named,
-                     status, wait, write)
+from jobhelp import (expect_errno, job_file, kill_quietly, osb, read, read_bytes, start,
+                     start_named, status, wait, write)
 from osbtest import wait_until
 
 
@@ -157,3 +158,21 @@ def test_a_bad_record_is_skipped_and_hides_no_other(make_mount, server, make_san
         assert len(lines) == 1, (path, lines)
         assert "no job's record" in lines[0], lines[0]
     assert "cannot read the jobs" not in log and "cannot follow" not in log
+
+
+def test_the_error_a_record_holds_is_shown_escaped(make_mount, server, make_sandbox):
+    # a record's error file is the sandbox's to write: status, wait and
+    # info show its text escaped, as the log would (no escape sequence
+    # reaches whoever cats them to a terminal), and info stays JSON
+    sid = make_sandbox()
+    code, _, err = server.run(sid, "mkdir -p /tmp/.osbfs/jobs/odd && cd /tmp/.osbfs/jobs/odd && "
+                              "echo 'true' > cmd && printf 'bad \\377 \\302\\233\\033[31m\\n' > error")
+    assert code == 0, err
+    m = make_mount(sandbox_id=sid)
+    raw = read_bytes(osb(m, "jobs", "odd", "info"))
+    for b in (b"\xff", b"\xc2\x9b", b"\x1b"):
+        assert b not in raw, raw
+    shown = "bad \\xff \\xc2\\x9b\\x1b[31m"
+    assert json.loads(raw.decode())["error"] == shown
+    assert status(m, "odd") == "error: " + shown
+    assert wait(m, "odd") == "error: " + shown

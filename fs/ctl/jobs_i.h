@@ -176,7 +176,8 @@ int recs_list(struct jobs *js, const char *dir, struct rec **ret,
 	      size_t *ret_n);
 /* The record of job @id (its JOBS_DIR entry only). -ENOENT if none. */
 int rec_read(struct jobs *js, const char *id, struct rec *ret);
-/* The first line of the job's error file; malloc'd (NULL on ENOMEM). */
+/* The first line of the job's error file, escaped (osb_escape: the
+ * sandbox wrote it); malloc'd (NULL on ENOMEM). */
 char *job_read_error(struct jobs *js, const char *id);
 /* Records @msg as the job's error in the sandbox (best effort). */
 void job_persist_error(struct jobs *js, const char *id, const char *msg);

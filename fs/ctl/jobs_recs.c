@@ -242,8 +242,12 @@ char *job_read_error(struct jobs *js, const char *id)
 		text_release(&t);
 		return strdup("the job failed (its error message is gone)");
 	}
+	/* the sandbox's text: escaped, as status and wait show it to
+	 * terminals */
 	t.s[strcspn(t.s, "\r\n")] = '\0';
-	return t.s;
+	char *msg = osb_escape(t.s, strlen(t.s));
+	text_release(&t);
+	return msg;
 }
 
 void job_persist_error(struct jobs *js, const char *id, const char *msg)
