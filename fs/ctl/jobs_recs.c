@@ -177,8 +177,8 @@ static void skip_logged(void *arg, const char *name, size_t len)
 			 sc->dir, (int)len, name, js->fs->sandbox_id,
 			 JOB_NAME_MAX);
 		if (js->nskipped == RECS_SKIPPED_MAX)
-			log_warn("more records of bad names in sandbox %s "
-				 "are skipped without a word",
+			log_warn("records of bad names in sandbox %s are "
+				 "skipped without a word from now on",
 				 js->fs->sandbox_id);
 	}
 	pthread_mutex_unlock(&js->lock);
