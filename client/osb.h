@@ -435,6 +435,16 @@ void osb_stat_array_free(struct osb_stat *sts, size_t n);
 bool osb_path_is_safe(const char *path);
 /* true when @s is valid UTF-8 (a name that can cross the JSON APIs). */
 bool osb_utf8_valid(const char *s, size_t len);
+/*
+ * osb_escape() - @len bytes of @s (a name or a message from a sandbox or
+ * a server) as text fit for one log line or a terminal: printable UTF-8
+ * as it is; a backslash as \\, a newline as \n, a carriage return as
+ * \r, a tab as \t; every byte of any other control (C0, DEL, C1), of a
+ * line separator or bidirectional control, and of invalid UTF-8 as
+ * \xNN. So no escape sequence reaches a terminal, no line is forged, and
+ * different texts stay different. malloc'd, NULL on ENOMEM.
+ */
+char *osb_escape(const char *s, size_t len);
 
 /* lstat of one path (symlinks are not followed). -ENOENT if missing. */
 int osb_file_stat(struct osb_sandbox *sb, const char *path,

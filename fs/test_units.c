@@ -4,7 +4,9 @@
  * journal (records written, replayed after a "crash", compacted), the
  * symlink targets shown in the mount (linkmap.c), and the wrapper that
  * makes a command take effect at most once (remote.c, run with /bin/sh),
- * and the names of the code contexts' records (code.c).
+ * the names of the code contexts' records (code.c), the JSON strings of
+ * the control files (ctl_text.c), and the escaping of what the log
+ * writes (log.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,11 +17,13 @@
 
 #include "cache_i.h"
 #include "code_i.h"
+#include "ctl_text.h"
 #include "fprint.h"
 #include "hex.h"
 #include "holder.h"
 #include "journal.h"
 #include "linkmap.h"
+#include "log.h"
 #include "node.h"
 #include "options.h"
 #include "remote.h"
@@ -511,6 +515,61 @@ static void test_code_recs(void)
 	CHECK(!code_rec_parse("", &r));
 	CHECK(!code_rec_parse("python@@ab/cd", &r)); /* not an id */
 	CHECK(!code_rec_parse("python@@ab%2e", &r));
+	CHECK(!code_rec_parse("python@input@ff", &r)); /* a file's name */
+	CHECK(!code_rec_parse("python@latest@ff", &r));
+}
+
+static void test_json_str(void)
+{
+	static const struct {
+		const char *in, *out;
+	} rows[] = {
+		{ "plain \"q\" \\", "\"plain \\\"q\\\" \\\\\"" },
+		{ "a\nb\x1b\x7f", "\"a\\nb\\u001b\\u007f\"" },
+		{ "caf\xc3\xa9 \xe2\x82\xac", "\"caf\xc3\xa9 \xe2\x82\xac\"" },
+		{ "c1\xc2\x9b ls\xe2\x80\xa8", "\"c1\\u009b ls\\u2028\"" },
+		{ "bad\xff\xc3", "\"bad\\ufffd\\ufffd\"" },
+		{ "cut\xe2\x82", "\"cut\\ufffd\\ufffd\"" },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		struct text t = { 0 };
+		CHECK(text_json_str(&t, rows[i].in) == 0);
+		CHECK(t.s && strcmp(t.s, rows[i].out) == 0);
+		if (t.s && strcmp(t.s, rows[i].out) != 0)
+			fprintf(stderr, "  json #%zu: %s\n", i, t.s);
+		text_release(&t);
+	}
+}
+
+static void test_log_escapes(void)
+{
+	long long when;
+	log_quiet_stderr();
+	log_error("job %s: %s", "a\n2026-01-01T00:00:00Z error: forged",
+		  "\x1b]0;title\x07\xff caf\xc3\xa9 \\");
+	char *last = log_last_error(&when);
+	CHECK(last && strcmp(last, "job a\\n2026-01-01T00:00:00Z error: "
+				   "forged: \\x1b]0;title\\x07\\xff "
+				   "caf\xc3\xa9 \\\\") == 0);
+	free(last);
+	char *recent = log_recent();
+	CHECK(recent && strchr(recent, '\n') == recent + strlen(recent) - 1);
+	free(recent);
+
+	/* cut to LOG_LINE_MAX, never inside an escape */
+	char *big = malloc(LOG_LINE_MAX);
+	CHECK(big != NULL);
+	if (!big)
+		return;
+	memset(big, '\x1b', LOG_LINE_MAX - 1);
+	big[LOG_LINE_MAX - 1] = '\0';
+	log_error("x%s", big);
+	last = log_last_error(&when);
+	size_t n = last ? strlen(last) : 0;
+	CHECK(n <= LOG_LINE_MAX && n > LOG_LINE_MAX - 8);
+	CHECK(last && strcmp(last + n - 7, "\\x1b...") == 0);
+	free(last);
+	free(big);
 }
 
 int main(void)
@@ -523,6 +582,8 @@ int main(void)
 	test_linkmap();
 	test_once();
 	test_code_recs();
+	test_json_str();
+	test_log_escapes();
 	if (failures) {
 		fprintf(stderr, "%d failures\n", failures);
 		return 1;

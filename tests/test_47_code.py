@@ -322,6 +322,24 @@ def test_state_survives_a_remount(make_mount, server):
     assert reqs.get("GET /code/contexts") == 1, reqs
 
 
+def test_a_record_named_as_a_file_is_no_context(make_mount, server):
+    # the sandbox may write any record: one of a live context named like
+    # a file of code/LANG/ (or no job name) is skipped, not listed twice
+    m = make_mount()
+    run(m, "x = 1")
+    os.mkdir(code(m, "python", "side"))
+    run(m, "x = 2", ctx="side")
+    cid = result(m, ctx="side")["context"]
+    sid = m.sandbox_id
+    m.stop()
+    for name in ("input", "result.json", "latest"):
+        server.write_file(sid, "/tmp/.osbfs/code/python@%s@%s" % (name, cid), b"")
+    m2 = make_mount(sandbox_id=sid)
+    names = os.listdir(code(m2, "python"))
+    assert sorted(names) == ["ctl", "input", "output", "result.json", "side"], names
+    assert sections(run(m2, "x", ctx="side"))["value"] == "2"
+
+
 def test_bash_context_keeps_exported_state(mount):
     run(mount, "export GREETING=hello", lang="bash")
     d = sections(run(mount, "echo $GREETING world", lang="bash"))

@@ -96,6 +96,9 @@ struct code {
 
 /* code.c */
 int code_lang_index(const char *name);
+/* Whether @name can name a context of code/LANG/: a job's name
+ * (job_id_valid), and none of the files' there. */
+bool code_name_valid(const char *name);
 /* A record's file name LANG@NAME@ID, from the sandbox (anything may be
  * there): true when it is one, *ret then filled (alive and taken
  * false). */
