@@ -23,6 +23,7 @@
 #include "node.h"
 #include "options.h"
 #include "remote.h"
+#include "writeback.h"
 
 static int failures;
 
@@ -513,6 +514,39 @@ static void test_code_recs(void)
 	CHECK(!code_rec_parse("python@@ab%2e", &r));
 }
 
+/* The name a conflicting version is kept under fits 255 bytes, is cut
+ * between characters, and tells long names that begin alike apart. */
+static void test_conflict_names(void)
+{
+	char name[300], path[320];
+	time_t t = 1796380000; /* in 2026 */
+	char *p = wb_conflict_path("/w/short", t);
+	CHECK(p && strncmp(p, "/w/short.conflict-2026", 22) == 0);
+	free(p);
+	/* "a" then "é" (2 bytes): the cut at 220 falls inside one */
+	size_t n = 0;
+	name[n++] = 'a';
+	while (n + 2 <= 249) {
+		name[n++] = (char)0xc3;
+		name[n++] = (char)0xa9;
+	}
+	name[n] = '\0';
+	snprintf(path, sizeof(path), "/w/%s", name);
+	p = wb_conflict_path(path, t);
+	CHECK(p != NULL);
+	const char *base = p ? strrchr(p, '/') + 1 : "";
+	CHECK(strlen(base) <= 255);
+	CHECK(osb_utf8_valid(base, strlen(base)));
+	CHECK(strstr(base, ".conflict-") && strchr(base, '~'));
+	CHECK(strncmp(base, name, (size_t)(strchr(base, '~') - base)) == 0);
+	/* the same first 250 bytes, another end: another name */
+	path[strlen(path) - 1] = 'x';
+	char *q = wb_conflict_path(path, t);
+	CHECK(q && p && strcmp(p, q) != 0);
+	free(p);
+	free(q);
+}
+
 int main(void)
 {
 	test_hex();
@@ -523,6 +557,7 @@ int main(void)
 	test_linkmap();
 	test_once();
 	test_code_recs();
+	test_conflict_names();
 	if (failures) {
 		fprintf(stderr, "%d failures\n", failures);
 		return 1;
