@@ -96,9 +96,11 @@ static bool again(struct osbfs *fs, int rc)
 	return fs->life && life_recheck(fs) == 1;
 }
 
+/* No request goes to a path that cannot be the sandbox's: not UTF-8, or
+ * holding the U+FFFD that stands for another name's bytes (ops.h). */
 static int path_check(const char *path)
 {
-	if (!osb_utf8_valid(path, strlen(path)))
+	if (!osb_utf8_valid(path, strlen(path)) || strstr(path, "\xef\xbf\xbd"))
 		return -EILSEQ;
 	return 0;
 }
