@@ -490,6 +490,39 @@ static void test_once(void)
 	CHECK(strstr(err, "cannot overwrite") == NULL); /* the claim's own */
 	free(once);
 
+	/* the records' directory replaced by a file, or by a link to a
+	 * directory: made again, the link's target left alone */
+	char cmd[512];
+	snprintf(body, sizeof(body), "echo y >>%s/count2", dir);
+	for (int k = 0; k < 2; k++) {
+		snprintf(cmd, sizeof(cmd),
+			 k ? "rm -rf %1$s/ops && mkdir %1$s/t && "
+			     "ln -s %1$s/t %1$s/ops" :
+			     "rm -rf %1$s/ops && echo x >%1$s/ops",
+			 dir);
+		CHECK(sh(cmd, err, sizeof(err)) == 0);
+		once = remote_once_script(ops, k ? "2" : "1", body, true);
+		CHECK(once && sh(once, err, sizeof(err)) == 0);
+		free(once);
+		snprintf(cmd, sizeof(cmd),
+			 "test -d %1$s/ops && test ! -L %1$s/ops && "
+			 "test ! -e %1$s/t/1.c && test ! -e %1$s/t/2.c",
+			 dir);
+		CHECK(sh(cmd, err, sizeof(err)) == 0);
+	}
+	/* the directory above it a link: refused at once, nothing there */
+	char sub[160], sub_ops[192];
+	snprintf(sub, sizeof(sub), "%s/up", dir);
+	snprintf(sub_ops, sizeof(sub_ops), "%s/ops", sub);
+	snprintf(cmd, sizeof(cmd), "ln -s %1$s/t %1$s/up", dir);
+	CHECK(sh(cmd, err, sizeof(err)) == 0);
+	once = remote_once_script(sub_ops, "3", body, false);
+	CHECK(once && sh(once, err, sizeof(err)) == 76);
+	CHECK(strstr(err, "is a symbolic link") != NULL);
+	free(once);
+	snprintf(cmd, sizeof(cmd), "test ! -e %1$s/t/ops", dir);
+	CHECK(sh(cmd, err, sizeof(err)) == 0);
+
 	char rm[256];
 	snprintf(rm, sizeof(rm), "rm -rf %s", dir);
 	CHECK(sh(rm, err, sizeof(err)) == 0);
