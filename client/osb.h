@@ -249,6 +249,10 @@ struct osb_hooks {
 	void (*begin)(void *arg);
 	void (*progress)(void *arg);
 	void (*end)(void *arg);
+	/* execd of sandbox @id was found at another address (or with other
+	 * headers): @old_url, now @new_url (osb_sandbox_locate()) */
+	void (*moved)(void *arg, const char *id, const char *old_url,
+		      const char *new_url);
 	void *arg;
 };
 void osb_client_set_hooks(struct osb_client *c, const struct osb_hooks *h);
@@ -393,10 +397,26 @@ int osb_sandbox_open(struct osb_client *c, const char *id,
 		     struct osb_sandbox **ret, struct osb_error *err);
 void osb_sandbox_close(struct osb_sandbox *sb);
 const char *osb_sandbox_id(const struct osb_sandbox *sb);
-/* The execd base URL in use (for `info`; carries no secret). */
-const char *osb_sandbox_execd_url(const struct osb_sandbox *sb);
+/* A copy of the execd base URL in use (for `info`; carries no secret):
+ * malloc'd, NULL when out of memory. Another thread may move it
+ * meanwhile (osb_sandbox_locate()), so no pointer into the handle is
+ * handed out. */
+char *osb_sandbox_execd_url(struct osb_sandbox *sb);
 /* Looks the endpoints up again (after a restart of the sandbox). */
 int osb_sandbox_refresh(struct osb_sandbox *sb, struct osb_error *err);
+/*
+ * osb_sandbox_locate() - asks the lifecycle server where execd is now
+ * (one GET .../endpoints/44772, not retried) and sends every later call
+ * there: a restart of the sandbox or of its host may give execd another
+ * address. Calls in flight go on where they were sent; their retries go
+ * to the new address (an execd call whose connection is refused asks this
+ * itself before it tries again). Asks at most once per
+ * OSB_LOCATE_EVERY_MS per handle: a call sooner asks nothing and returns
+ * 0. Returns 1 when the address or its headers changed, 0 when not, or a
+ * negative errno. Safe to call from any thread.
+ */
+#define OSB_LOCATE_EVERY_MS 1000
+int osb_sandbox_locate(struct osb_sandbox *sb, struct osb_error *err);
 /* GET /ping: 0 when execd answers. */
 int osb_ping(struct osb_sandbox *sb, struct osb_error *err);
 /* Polls /ping until it answers or @timeout_ms passes (-ETIMEDOUT). */

@@ -27,6 +27,7 @@
 #include "node.h"
 #include "options.h"
 #include "remote.h"
+#include "writeback.h"
 
 static int failures;
 
@@ -493,6 +494,39 @@ static void test_once(void)
 	CHECK(strstr(err, "cannot overwrite") == NULL); /* the claim's own */
 	free(once);
 
+	/* the records' directory replaced by a file, or by a link to a
+	 * directory: made again, the link's target left alone */
+	char cmd[512];
+	snprintf(body, sizeof(body), "echo y >>%s/count2", dir);
+	for (int k = 0; k < 2; k++) {
+		snprintf(cmd, sizeof(cmd),
+			 k ? "rm -rf %1$s/ops && mkdir %1$s/t && "
+			     "ln -s %1$s/t %1$s/ops" :
+			     "rm -rf %1$s/ops && echo x >%1$s/ops",
+			 dir);
+		CHECK(sh(cmd, err, sizeof(err)) == 0);
+		once = remote_once_script(ops, k ? "2" : "1", body, true);
+		CHECK(once && sh(once, err, sizeof(err)) == 0);
+		free(once);
+		snprintf(cmd, sizeof(cmd),
+			 "test -d %1$s/ops && test ! -L %1$s/ops && "
+			 "test ! -e %1$s/t/1.c && test ! -e %1$s/t/2.c",
+			 dir);
+		CHECK(sh(cmd, err, sizeof(err)) == 0);
+	}
+	/* the directory above it a link: refused at once, nothing there */
+	char sub[160], sub_ops[192];
+	snprintf(sub, sizeof(sub), "%s/up", dir);
+	snprintf(sub_ops, sizeof(sub_ops), "%s/ops", sub);
+	snprintf(cmd, sizeof(cmd), "ln -s %1$s/t %1$s/up", dir);
+	CHECK(sh(cmd, err, sizeof(err)) == 0);
+	once = remote_once_script(sub_ops, "3", body, false);
+	CHECK(once && sh(once, err, sizeof(err)) == 76);
+	CHECK(strstr(err, "is a symbolic link") != NULL);
+	free(once);
+	snprintf(cmd, sizeof(cmd), "test ! -e %1$s/t/ops", dir);
+	CHECK(sh(cmd, err, sizeof(err)) == 0);
+
 	char rm[256];
 	snprintf(rm, sizeof(rm), "rm -rf %s", dir);
 	CHECK(sh(rm, err, sizeof(err)) == 0);
@@ -572,6 +606,39 @@ static void test_log_escapes(void)
 	free(big);
 }
 
+/* The name a conflicting version is kept under fits 255 bytes, is cut
+ * between characters, and tells long names that begin alike apart. */
+static void test_conflict_names(void)
+{
+	char name[300], path[320];
+	time_t t = 1796380000; /* in 2026 */
+	char *p = wb_conflict_path("/w/short", t);
+	CHECK(p && strncmp(p, "/w/short.conflict-2026", 22) == 0);
+	free(p);
+	/* "a" then "é" (2 bytes): the cut at 220 falls inside one */
+	size_t n = 0;
+	name[n++] = 'a';
+	while (n + 2 <= 249) {
+		name[n++] = (char)0xc3;
+		name[n++] = (char)0xa9;
+	}
+	name[n] = '\0';
+	snprintf(path, sizeof(path), "/w/%s", name);
+	p = wb_conflict_path(path, t);
+	CHECK(p != NULL);
+	const char *base = p ? strrchr(p, '/') + 1 : "";
+	CHECK(strlen(base) <= 255);
+	CHECK(osb_utf8_valid(base, strlen(base)));
+	CHECK(strstr(base, ".conflict-") && strchr(base, '~'));
+	CHECK(strncmp(base, name, (size_t)(strchr(base, '~') - base)) == 0);
+	/* the same first 250 bytes, another end: another name */
+	path[strlen(path) - 1] = 'x';
+	char *q = wb_conflict_path(path, t);
+	CHECK(q && p && strcmp(p, q) != 0);
+	free(p);
+	free(q);
+}
+
 int main(void)
 {
 	test_hex();
@@ -584,6 +651,7 @@ int main(void)
 	test_code_recs();
 	test_json_str();
 	test_log_escapes();
+	test_conflict_names();
 	if (failures) {
 		fprintf(stderr, "%d failures\n", failures);
 		return 1;

@@ -149,6 +149,58 @@ def test_conflict_keeps_both_versions(server, make_mount):
     assert server.read_file(sid, m.spath(aside[0])) == b"theirs, written meanwhile"
 
 
+def sandbox_names(server, sid, d):
+    """The names in the sandbox's directory @d, as bytes."""
+    code, out, err = server.run(sid, "cd '%s' && for f in *; do printf %%s \"$f\" | od -An -v -tx1 "
+                                     "| tr -d ' \\n'; echo; done" % d)
+    assert code == 0, err
+    return sorted(bytes.fromhex(line) for line in out.split())
+
+
+def make_conflicts(server, m, names):
+    """Each of @names has local changes when the sandbox's copy changes;
+    then `sync`, which must succeed. Returns the names their versions were
+    kept under, by name."""
+    sid = m.sandbox_id
+    for n in names:
+        server.write_file(sid, m.spath(n), b"base")
+        with open(m.p(n), "a") as f:
+            f.write(" + ours")
+    for n in names:
+        server.write_file(sid, m.spath(n), b"theirs, " + n.encode())
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+    kept = [b for b in sandbox_names(server, sid, m.spath()) if b.decode() not in names]
+    assert len(kept) == len(names), kept
+    aside = {}
+    for b in kept:
+        assert len(b) <= 255 and b".conflict-" in b, b
+        a = b.decode("utf-8")   # valid UTF-8: no character cut in two
+        theirs = server.read_file(sid, m.spath(a))
+        n = theirs[len(b"theirs, "):].decode()
+        assert n in names and n not in aside, (a, theirs)
+        aside[n] = a
+    for n in names:
+        assert server.read_file(sid, m.spath(n)) == b"base + ours"
+    return aside
+
+
+@pytest.mark.parametrize("name", ["c" * 250, "a" + "\u00e9" * 124, "\u20ac" * 83],
+                         ids=["ascii-250", "two-byte-cut", "three-byte-cut"])
+def test_a_conflict_on_a_long_name_settles(server, make_mount, name):
+    m = make_mount(options=["writeback_delay=1h", "attr_timeout=0"])
+    a = make_conflicts(server, m, [name])[name]
+    # as much of the name as fits, cut between two characters
+    head = a.split("~")[0]
+    assert len(head) > 50 and name.startswith(head), a
+
+
+def test_conflicts_on_long_names_that_begin_alike_keep_apart(server, make_mount):
+    m = make_mount(options=["writeback_delay=1h", "attr_timeout=0"])
+    names = ["x" * 249 + "1", "x" * 249 + "2"]
+    aside = make_conflicts(server, m, names)
+    assert aside[names[0]] != aside[names[1]]
+
 # ---------------------------------------------------------------- a file that changes while it is read
 #
 # The cache holds ranges of a file, fetched as they are read. When the

@@ -90,7 +90,9 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	rc = rc ? rc : json_unix_time(out, li.expires_at);
 	rc = rc ? rc : expiry_json(c, &li, out);
 	rc = rc ? rc : text_adds(out, ",\"endpoint\":");
-	rc = rc ? rc : text_json_str(out, osb_sandbox_execd_url(fs->sb));
+	char *url = osb_sandbox_execd_url(fs->sb);
+	rc = rc ? rc : url ? text_json_str(out, url) : -ENOMEM;
+	free(url);
 	/* away: requests fail at once, the cache is served (watch.h) */
 	rc = rc ? rc : text_adds(out, ",\"server\":");
 	rc = rc ? rc :

@@ -155,7 +155,7 @@ static int apply(struct walk *w, const struct rdent *e)
 			goto bad;
 		memcpy(name, rel + i, len);
 		name[len] = '\0';
-		if (name_check(name))
+		if (name_valid(name))
 			goto bad;
 		if (!slash)
 			break;

@@ -99,6 +99,7 @@ struct node {
 	unsigned cold_reads; /* in a row, each soon after the last */
 	long long pulled_at; /* its files were last pulled (0: never) */
 	bool pulling;        /* in a pull under way: a read waits */
+	bool lossy_told;     /* the log said why its name is refused */
 
 	/* hash chains */
 	struct node *ino_next;

@@ -86,7 +86,7 @@ void held_put(struct osbfs *fs, struct held *h)
 	h->path = NULL;
 }
 
-int name_check(const char *name)
+int name_valid(const char *name)
 {
 	size_t n = strlen(name);
 	if (n > 255)
@@ -96,6 +96,60 @@ int name_check(const char *name)
 	if (!osb_utf8_valid(name, n))
 		return -EILSEQ;
 	return 0;
+}
+
+bool name_lossy(const char *name)
+{
+	return strstr(name, "\xef\xbf\xbd") != NULL;
+}
+
+int name_check(const char *name)
+{
+	int rc = name_valid(name);
+	return rc ? rc : name_lossy(name) ? -EILSEQ : 0;
+}
+
+/* A lookup of a lossy name (name_lossy()) fails with EILSEQ; the log
+ * says why, once for each such name a listing showed. */
+static void lossy_refused(struct osbfs *fs, fuse_ino_t parent, const char *name)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *p = node_by_ino(&fs->nodes, parent);
+	struct node *c = p ? node_child(&fs->nodes, p, name) : NULL;
+	bool tell = !c || !c->lossy_told;
+	if (c)
+		c->lossy_told = true;
+	char *dir = tell && p ? node_path(&fs->nodes, p) : NULL;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!tell)
+		return;
+	/* the name with each U+FFFD written as \ufffd */
+	char shown[256 * 6 + 1];
+	size_t k = 0;
+	for (const char *s = name; *s && k + 7 < sizeof(shown);) {
+		if (strncmp(s, "\xef\xbf\xbd", 3) == 0) {
+			memcpy(shown + k, "\\ufffd", 6);
+			k += 6;
+			s += 3;
+		} else {
+			shown[k++] = *s++;
+		}
+	}
+	shown[k] = '\0';
+	if (c)
+		log_error(
+			"%s/%s: the sandbox has a name here that is not "
+			"valid UTF-8 (execd sends U+FFFD, shown as \\ufffd, "
+			"in place of its bytes): it cannot be reached "
+			"through the mount (EILSEQ); rename it in the sandbox",
+			dir ? dir : "?", shown);
+	else
+		log_error("%s/%s: a name holding U+FFFD (shown as \\ufffd) is "
+			  "refused (EILSEQ): execd sends it in place of the "
+			  "bytes of a name that is not UTF-8, so such a name "
+			  "cannot be told from another",
+			  dir ? dir : "?", shown);
+	free(dir);
 }
 
 static mode_t type_bits(enum osb_ftype t)
@@ -365,6 +419,11 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!osb_utf8_valid(name, strlen(name))) {
 		/* no such name can exist in the sandbox */
 		reply_negative(req, fs);
+		return;
+	}
+	if (name_lossy(name)) {
+		lossy_refused(fs, parent, name);
+		fuse_reply_err(req, EILSEQ);
 		return;
 	}
 

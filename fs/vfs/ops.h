@@ -58,7 +58,15 @@ int held_child(struct osbfs *fs, fuse_ino_t parent, const char *name,
 	       struct held *ret);
 void held_put(struct osbfs *fs, struct held *h);
 
-/* Checks a new name: -ENAMETOOLONG, -EILSEQ (not UTF-8), -EINVAL. */
+/* Whether a name the sandbox lists can be shown: -ENAMETOOLONG,
+ * -EILSEQ (not UTF-8), -EINVAL ("", ".", ".."). */
+int name_valid(const char *name);
+/* Whether @name holds U+FFFD, which is what execd sends in place of the
+ * bytes of a name that is not valid UTF-8 (docs/SERVER.md §4): the
+ * sandbox's name is another, that no request can reach. */
+bool name_lossy(const char *name);
+/* Checks a new name: name_valid(), and -EILSEQ for a lossy one (it would
+ * read back as one the sandbox could not send). */
 int name_check(const char *name);
 
 /* The attributes of @n, fetched if stale. -ENOENT if it is gone. */

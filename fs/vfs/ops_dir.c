@@ -168,7 +168,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 			mode_t t = c->attr.type == OSB_DIR     ? S_IFDIR :
 				   c->attr.type == OSB_SYMLINK ? S_IFLNK :
 								 S_IFREG;
-			rc = dirh_add(dh, &cap, c->name, c, c->ino, t);
+			/* a lossy name is listed, but without its attributes:
+			 * the kernel asks a lookup, which refuses it */
+			rc = dirh_add(dh, &cap, c->name,
+				      name_lossy(c->name) ? NULL : c, c->ino,
+				      t);
 		}
 		pthread_mutex_unlock(&fs->nodes.lock);
 		/* the control dir is not listed, only found by name (ctl.h) */

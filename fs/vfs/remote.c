@@ -96,9 +96,11 @@ static bool again(struct osbfs *fs, int rc)
 	return fs->life && life_recheck(fs) == 1;
 }
 
+/* No request goes to a path that cannot be the sandbox's: not UTF-8, or
+ * holding the U+FFFD that stands for another name's bytes (ops.h). */
 static int path_check(const char *path)
 {
-	if (!osb_utf8_valid(path, strlen(path)))
+	if (!osb_utf8_valid(path, strlen(path)) || strstr(path, "\xef\xbf\xbd"))
 		return -EILSEQ;
 	return 0;
 }
@@ -134,7 +136,11 @@ void fattr_from_stat(struct fattr *a, const struct osb_stat *st)
  * finds the claim taken and reports what the first run recorded (waiting
  * for it if it still runs). So a lost answer is settled by sending the
  * command again, and the command takes effect at most once. Records are
- * swept once they are old enough that no repeat can come.
+ * swept once they are old enough that no repeat can come. A file or a
+ * link the sandbox put in OPS_DIR's place is removed (a link is never
+ * followed) and the directory made again; an ALIAS_DIR that is no
+ * directory fails the command at once with ONCE_BROKEN, as does a claim
+ * that could not be made, with the reason on stderr.
  */
 #define OPS_DIR ALIAS_DIR "/ops"
 #define OPS_SWEEP_EVERY 64
@@ -142,17 +148,32 @@ void fattr_from_stat(struct fattr *a, const struct osb_stat *st)
 #define SHELL_TRIES 8
 #define SHELL_BACKOFF_MS 100
 #define SHELL_BACKOFF_MAX_MS 2000
+/* the exit code of a wrapped command that could not claim its id */
+#define ONCE_BROKEN "76"
 
 static atomic_uint ops_sent;
 
 static const char once_fmt[] =
 	"d=%1$s f=%1$s/%2$s\n"
+	/* the records' directory is osbfs's: a file or a link the sandbox
+	 * put in its place goes (a link is never followed); the one above
+	 * it is not only the records', so it is named, not removed */
+	"p=${d%%/*}\n"
+	"if [ -L \"$p\" ] || { [ -e \"$p\" ] && [ ! -d \"$p\" ]; }; then\n"
+	"echo \"osbfs: $p is a symbolic link or a file made in the sandbox, "
+	"where osbfs keeps its records: operations that must run at most "
+	"once cannot run (remove it in the sandbox)\" >&2\n"
+	"exit " ONCE_BROKEN "\n"
+	"fi\n"
+	"if [ -L \"$d\" ] || { [ -e \"$d\" ] && [ ! -d \"$d\" ]; }; then\n"
+	"rm -f \"$d\"\n"
+	"fi\n"
 	"%3$s"
 	"set -C\n"
 	/* `true`, not `:`: a failed redirection of a special builtin ends
 	 * a POSIX shell (execd runs sh when a sandbox has no bash) */
-	"{ true >\"$f.c\" || { mkdir -p \"$d\" && true >\"$f.c\"; }; } "
-	"2>/dev/null\n"
+	"m=$( { true >\"$f.c\" || { mkdir -p \"$d\" && true >\"$f.c\"; }; } "
+	"2>&1 )\n"
 	"c=$?\n"
 	"set +C\n"
 	"if [ $c = 0 ]; then\n"
@@ -161,6 +182,11 @@ static const char once_fmt[] =
 	"echo $r >\"$f.r\"\n"
 	"[ $r = 0 ] || cat \"$f.e\" >&2\n"
 	"exit $r\n"
+	"fi\n"
+	/* no claim made, and none there: say why, at once */
+	"if [ ! -e \"$f.c\" ]; then\n"
+	"echo \"osbfs: cannot record an operation in $d: $m\" >&2\n"
+	"exit " ONCE_BROKEN "\n"
 	"fi\n"
 	/* claimed before: the first run's outcome */
 	"i=0\n"

@@ -55,6 +55,8 @@
  * since until they do its copy here is dirty and cannot make room in a
  * full cache. */
 #define TIMES_LATER_MAX (1 << 20)
+/* the longest name a file system takes (NAME_MAX on Linux) */
+#define CONFLICT_NAME_MAX 255
 /* At least this many new files of a batch, each at most PACK_FILE_MAX,
  * go as one tar archive unpacked by one command (which sets their modes
  * and times too): what each costs the server is then the bytes only. */
@@ -223,17 +225,43 @@ static bool same_time(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
 }
 
+char *wb_conflict_path(const char *path, time_t when)
+{
+	char suffix[48], *out = NULL;
+	struct tm tm;
+	gmtime_r(&when, &tm);
+	strftime(suffix, sizeof(suffix), ".conflict-%Y%m%dT%H%M%SZ", &tm);
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	size_t dir_len = (size_t)(base - path), len = strlen(base);
+	if (len + strlen(suffix) <= CONFLICT_NAME_MAX) {
+		if (asprintf(&out, "%s%s", path, suffix) < 0)
+			return NULL;
+		return out;
+	}
+	/* too long: as much of the name as fits, cut where a character
+	 * begins (the name stays UTF-8), then ~ and a hash of the whole
+	 * name, so two long names that begin alike keep apart */
+	struct fprint f;
+	fprint_init(&f);
+	fprint_add(&f, base, len);
+	size_t keep = CONFLICT_NAME_MAX - strlen(suffix) - 9;
+	while (keep && ((unsigned char)base[keep] & 0xc0) == 0x80)
+		keep--;
+	if (asprintf(&out, "%.*s%.*s~%08x%s", (int)dir_len, path, (int)keep,
+		     base, (unsigned)(fprint_end(&f) & 0xffffffffu),
+		     suffix) < 0)
+		return NULL;
+	return out;
+}
+
 /* The sandbox's copy changed since ours was taken from it: keep theirs
  * as NAME.conflict-<time>. */
 static int resolve_conflict(struct osbfs *fs, struct writeback *wb,
 			    struct item *it)
 {
-	char stamp[32], *aside = NULL;
-	time_t now = time(NULL);
-	struct tm tm;
-	gmtime_r(&now, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-	if (asprintf(&aside, "%s.conflict-%s", it->path, stamp) < 0)
+	char *aside = wb_conflict_path(it->path, time(NULL));
+	if (!aside)
 		return -ENOMEM;
 	int rc = remote_rename(fs, it->path, aside, false, false);
 	if (!rc) {
