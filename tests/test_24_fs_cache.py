@@ -5,6 +5,7 @@ bounded on-disk cache."""
 import contextlib
 import errno
 import os
+import shlex
 import threading
 
 import pytest
@@ -338,3 +339,140 @@ def test_download_broken_and_resumed_after_a_change_fails(server, make_mount):
     assert "data" not in got, "read %s" % sorted(set(got["data"]))
     assert got["err"].errno == errno.ESTALE
     assert count(server, sid, "GET /files/download") >= 2  # it did resume
+
+
+# ---------------------------------------------------------------- a rewrite that keeps the size and the mtime
+#
+# A file rewritten in the sandbox and given its old mtime back (touch -r,
+# cp -p, rsync, an unpacked archive) differs from the old version only in
+# its ctime, which no unprivileged process can set back: the cache tells
+# the versions apart by it.
+
+def cache_used(m, data_only=False):
+    """Bytes the mount's cache dir holds on disk; only the files' data
+    (the cap's object: not the journal, which keeps 1 MiB allocated) if
+    @data_only."""
+    return sum(os.lstat(os.path.join(r, n)).st_blocks * 512
+               for r, _, fs in os.walk(m.cache_dir) for n in fs
+               if not data_only or os.path.basename(r) == "files")
+
+
+def rewrite_same_size_and_mtime(server, sid, path, byte):
+    """Rewrites @path in the sandbox in place, every byte @byte (a
+    letter), and gives it its mtime back: only its ctime says it changed."""
+    before = server.stat(sid, path)
+    q = shlex.quote(path)
+    code, _, err = server.run(sid, "touch -r %s /tmp/ref.$$ && head -c %d /dev/zero | "
+                              "tr '\\0' %s > %s && touch -r /tmp/ref.$$ %s && rm /tmp/ref.$$"
+                              % (q, before["size"], byte, q, q))
+    assert code == 0, err
+    after = server.stat(sid, path)
+    assert (after["size"], after["modified_at"]) == (before["size"], before["modified_at"])
+    assert after["created_at"] != before["created_at"]
+
+
+BIG = 20 * 1000 * 1000
+
+
+def test_rewrite_keeping_size_and_mtime_is_read_anew(server, make_mount):
+    m = make_mount(options=["attr_timeout=0"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("big"), b"A" * BIG)
+    with open(m.p("big"), "rb") as f:
+        assert f.read(MIB) == b"A" * MIB
+    rewrite_same_size_and_mtime(server, sid, m.spath("big"), "B")
+    with open(m.p("big"), "rb") as f:
+        got = f.read()
+    assert len(got) == BIG and set(got) == {ord("B")}, sorted(set(got))
+
+
+@pytest.mark.parametrize("attr_timeout", ["0", "1h"])
+def test_append_after_a_rewrite_keeping_size_and_mtime_uploads_no_mix(server, make_mount,
+                                                                     attr_timeout):
+    # with attributes cached, the open takes the cached part for the
+    # version it has; the sandbox is asked after the rest is fetched
+    m = make_mount(options=["attr_timeout=" + attr_timeout, "writeback_delay=1h"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("big"), b"A" * BIG)
+    with open(m.p("big"), "rb") as f:
+        assert f.read(MIB) == b"A" * MIB
+    rewrite_same_size_and_mtime(server, sid, m.spath("big"), "B")
+    with open(m.p("big"), "ab") as f:
+        f.write(b"x")
+        f.flush()
+        os.fsync(f.fileno())
+    got = server.read_file(sid, m.spath("big"))
+    assert got == b"B" * BIG + b"x", "the sandbox holds %s" % sorted(set(got))
+    assert sorted(os.listdir(m.p())) == ["big"]
+
+
+def test_new_open_never_mixes_bytes_cached_with_bytes_fetched(server, make_mount):
+    # attributes cached for an hour: the open takes the cached part for
+    # the version it has, and reads it; the first fetch asks the sandbox
+    m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("big"), b"A" * BIG)
+    with open(m.p("big"), "rb") as f:
+        assert f.read(MIB) == b"A" * MIB
+    rewrite_same_size_and_mtime(server, sid, m.spath("big"), "B")
+    with open(m.p("big"), "rb", buffering=0) as f:
+        got, err = read_on(f)
+    assert len(set(got)) == 1, "read %s" % sorted(set(got))
+    assert err is None or err.errno == errno.ESTALE, err
+    with open(m.p("big"), "rb") as f:
+        got = f.read()
+    assert len(got) == BIG and set(got) == {ord("B")}, sorted(set(got))
+
+
+def test_invalidate_shows_a_rewrite_keeping_size_and_mtime(server, make_mount):
+    m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("big"), b"A" * BIG)
+    with open(m.p("big"), "rb") as f:
+        assert f.read(MIB) == b"A" * MIB
+    rewrite_same_size_and_mtime(server, sid, m.spath("big"), "B")
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("invalidate\n")
+    with open(m.p("big"), "rb") as f:
+        got = f.read()
+    assert len(got) == BIG and set(got) == {ord("B")}, sorted(set(got))
+
+
+def test_invalidate_drops_cached_content_but_not_unsaved_data(server, make_mount):
+    m = make_mount(options=["attr_timeout=1h", "writeback_delay=1h"])
+    sid = m.sandbox_id
+    clean = os.urandom(4 * MIB)
+    server.write_file(sid, m.spath("clean"), clean)
+    assert open(m.p("clean"), "rb").read() == clean
+    unsaved = os.urandom(2 * MIB)
+    with open(m.p("unsaved"), "wb") as f:
+        f.write(unsaved)
+    assert cache_used(m) >= 6 * MIB
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("invalidate\n")
+    used = cache_used(m)  # the journal keeps 1 MiB allocated too
+    assert 2 * MIB <= used < 4 * MIB, used
+    server.reset_stats()
+    assert open(m.p("clean"), "rb").read() == clean
+    assert count(server, sid, "GET /files/download") >= 1
+    fd = os.open(m.p("unsaved"), os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+    assert server.read_file(sid, m.spath("unsaved")) == unsaved
+
+
+def test_conflict_on_a_rewrite_keeping_size_and_mtime(server, make_mount):
+    m = make_mount(options=["writeback_delay=1h", "attr_timeout=0"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("shared.txt"), b"base version")
+    with open(m.p("shared.txt"), "a") as f:
+        f.write(" + ours")
+    rewrite_same_size_and_mtime(server, sid, m.spath("shared.txt"), "T")
+    fd = os.open(m.p("shared.txt"), os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+    assert server.read_file(sid, m.spath("shared.txt")) == b"base version + ours"
+    code, out, _ = server.run(sid, "ls %s" % m.spath())
+    aside = [n for n in out.split() if n.startswith("shared.txt.conflict-")]
+    assert len(aside) == 1, out
+    assert server.read_file(sid, m.spath(aside[0])) == b"T" * len(b"base version")

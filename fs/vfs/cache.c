@@ -351,6 +351,11 @@ void cache_close(struct cache *c, struct cfile *cf, bool writer)
 		close(cf->fd);
 		cf->fd = -1;
 	}
+	if (!cf->opens && cf->forget) {
+		cf->forget = false;
+		if (!cf->dirty && !cf->inflight)
+			cache_drop_content(c, cf);
+	}
 	cf->last_used = mono_ms();
 	pthread_mutex_unlock(&c->lock);
 	cache_unref(c, cf);
@@ -434,22 +439,41 @@ void cache_drop_content(struct cache *c, struct cfile *cf)
 	}
 }
 
-bool fmeta_base_is(const struct fmeta *m, int64_t size,
-		   const struct timespec *mtime)
+static bool ts_known(const struct timespec *t)
 {
-	return m->base == BASE_KNOWN && m->base_size == size &&
-	       m->base_mtime.tv_sec == mtime->tv_sec &&
-	       m->base_mtime.tv_nsec == mtime->tv_nsec;
+	return t->tv_sec || t->tv_nsec;
 }
 
-void cache_set_base(struct cfile *cf, int64_t size,
-		    const struct timespec *mtime)
+static bool ts_same(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+bool fmeta_base_is(const struct fmeta *m, const struct fattr *a)
+{
+	return m->base == BASE_KNOWN && m->base_size == a->size &&
+	       ts_same(&m->base_mtime, &a->mtime) &&
+	       (!ts_known(&m->base_ctime) || !ts_known(&a->ctime) ||
+		ts_same(&m->base_ctime, &a->ctime));
+}
+
+bool fmeta_base_take(struct fmeta *m, const struct fattr *a)
+{
+	if (!fmeta_base_is(m, a))
+		return false;
+	if (!ts_known(&m->base_ctime))
+		m->base_ctime = a->ctime;
+	return true;
+}
+
+void cache_set_base(struct cfile *cf, const struct fattr *a)
 {
 	cf->m.base = BASE_KNOWN;
-	cf->m.base_size = size;
-	cf->m.base_mtime = *mtime;
+	cf->m.base_size = a->size;
+	cf->m.base_mtime = a->mtime;
+	cf->m.base_ctime = a->ctime;
 	if (!cf->dirty && !cf->complete)
-		cf->size = size;
+		cf->size = a->size;
 }
 
 /* ---- the dirty records ---- */
@@ -755,6 +779,22 @@ out:
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&nt->lock);
 	return freed;
+}
+
+void cache_drop_clean(struct cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->nall; i++) {
+		struct cfile *cf = c->all[i];
+		if (cf->dirty || cf->m.dir ||
+		    (!cf->cached_bytes && !cf->complete))
+			continue;
+		if (cf->opens || cf->inflight)
+			cf->forget = true;
+		else
+			cache_drop_content(c, cf);
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 bool cache_room_made(struct cache *c, int err)

@@ -66,8 +66,8 @@ void cache_check_version(struct cache *c, struct cfile *cf,
 			 const struct fattr *a)
 {
 	pthread_mutex_lock(&c->lock);
-	if (cf->m.base == BASE_KNOWN &&
-	    !fmeta_base_is(&cf->m, a->size, &a->mtime) && !cf->opens)
+	if (cf->m.base == BASE_KNOWN && !fmeta_base_take(&cf->m, a) &&
+	    !cf->opens)
 		cache_drop_content(c, cf);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -91,7 +91,7 @@ struct cfile *cache_prepare(struct cache *c, struct node *n,
 	}
 	pthread_mutex_lock(&c->lock);
 	if (!n->unlinked && !cf->dirty) {
-		bool same = fmeta_base_is(&cf->m, a->size, &a->mtime);
+		bool same = fmeta_base_take(&cf->m, a);
 		if (!same && (cf->cached_bytes || cf->complete))
 			cache_drop_content(c, cf);
 		if (!same) {
@@ -100,7 +100,8 @@ struct cfile *cache_prepare(struct cache *c, struct node *n,
 			cf->version++;
 		}
 		ret->keep = same && (cf->cached_bytes || cf->complete);
-		cache_set_base(cf, a->size, &a->mtime);
+		if (!same)
+			cache_set_base(cf, a);
 		cf->size = a->size;
 		cf->m.mode = a->mode;
 		cf->m.mtime = a->mtime;
@@ -126,6 +127,7 @@ static void base_from(struct fmeta *m, const struct fattr *a)
 	m->base = BASE_KNOWN;
 	m->base_size = a->size;
 	m->base_mtime = a->mtime;
+	m->base_ctime = a->ctime;
 	memcpy(m->owner, a->owner, sizeof(m->owner));
 	memcpy(m->group, a->group, sizeof(m->group));
 }
@@ -174,7 +176,7 @@ struct cfile *cache_created(struct cache *c, struct node *n,
 	pthread_mutex_lock(&c->lock);
 	if (!cf->dirty) {
 		if (existed) {
-			cache_set_base(cf, existed->size, &existed->mtime);
+			cache_set_base(cf, existed);
 			base_from(&cf->m, existed);
 		} else {
 			cf->m.base = BASE_ABSENT;
@@ -338,6 +340,14 @@ bool cache_fill_wanted(struct cache *c, struct cfile *cf)
 	return wanted;
 }
 
+bool cache_has_clean(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	bool has = !cf->dirty && (cf->complete || cf->cached_bytes);
+	pthread_mutex_unlock(&c->lock);
+	return has;
+}
+
 int cache_fill_new(struct cache *c, struct node *n, const struct fattr *a,
 		   cache_fetch_fn fetch, void *arg)
 {
@@ -347,8 +357,7 @@ int cache_fill_new(struct cache *c, struct node *n, const struct fattr *a,
 	if (cf) {
 		pthread_mutex_lock(&c->lock);
 		fill = fill_wanted(cf) &&
-		       (!cf->opens ||
-			fmeta_base_is(&cf->m, a->size, &a->mtime));
+		       (!cf->opens || fmeta_base_is(&cf->m, a));
 		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->nt->lock);
@@ -402,11 +411,11 @@ bool cache_whole(struct cache *c, struct cfile *cf, int64_t *ret_size,
 }
 
 bool cache_is_version(struct cache *c, struct cfile *cf, uint64_t version,
-		      int64_t size, const struct timespec *mtime)
+		      const struct fattr *a)
 {
 	pthread_mutex_lock(&c->lock);
-	bool same = cf->dirty || (cf->version == version &&
-				  fmeta_base_is(&cf->m, size, mtime));
+	bool same = cf->dirty ||
+		    (cf->version == version && fmeta_base_take(&cf->m, a));
 	pthread_mutex_unlock(&c->lock);
 	return same;
 }
@@ -547,11 +556,24 @@ void cache_set_times(struct cache *c, struct cfile *cf,
 }
 
 void cache_times_done(struct cache *c, struct cfile *cf,
-		      const struct timespec *mtime)
+		      const struct timespec *mtime,
+		      const struct timespec *ctime)
 {
 	pthread_mutex_lock(&c->lock);
-	if (cf->m.base == BASE_KNOWN)
+	if (cf->m.base == BASE_KNOWN) {
 		cf->m.base_mtime = *mtime;
+		cf->m.base_ctime = *ctime;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_changed_here(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->m.base_ctime = (struct timespec){ 0, 0 };
+	/* a dirty file's record keeps the base its upload is checked by */
+	if (cache_record_refresh(c, cf))
+		log_error("cannot update the journal in %s", c->dir);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -566,6 +588,7 @@ void cache_moved_over(struct cache *c, struct cfile *scf, struct cfile *dcf,
 		scf->m.base = dcf->m.base;
 		scf->m.base_size = dcf->m.base_size;
 		scf->m.base_mtime = dcf->m.base_mtime;
+		scf->m.base_ctime = dcf->m.base_ctime;
 		memcpy(scf->m.owner, dcf->m.owner, sizeof(scf->m.owner));
 		memcpy(scf->m.group, dcf->m.group, sizeof(scf->m.group));
 	} else if (dcf && dcf->dirty) {

@@ -101,6 +101,16 @@ int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf);
  * upload, in its journal record; nothing for an orphan, whose data never
  * goes to the sandbox. */
 int file_changed(struct osbfs *fs, struct held *h, struct cfile *cf, bool meta);
+/*
+ * node_changed_here() - the sandbox's @n was changed by us (a mode,
+ * times, a move), which left its ctime at @ctime, or at a value not known
+ * if @ctime is NULL (the sandbox's next answer says it). An answer asked
+ * for before now is older than what we know; the cached content's
+ * validator follows, so our own change is never taken for someone
+ * else's. Nodes lock held.
+ */
+void node_changed_here(struct osbfs *fs, struct node *n,
+		       const struct timespec *ctime);
 /* Before @h's name goes away (unlink, rename over it): if the file is
  * open, its content is made whole locally, so its readers can go on
  * reading it as an orphan. Best effort: what cannot be fetched reads as
