@@ -353,7 +353,7 @@ void cache_close(struct cache *c, struct cfile *cf, bool writer)
 	}
 	if (!cf->opens && cf->forget) {
 		cf->forget = false;
-		if (!cf->dirty && !cf->inflight)
+		if (!cf->dirty && !cf->inflight && !cf->fills)
 			cache_drop_content(c, cf);
 	}
 	cf->last_used = mono_ms();
@@ -733,75 +733,4 @@ void cache_account(struct cache *c, struct cfile *cf)
 		return; /* the ranges count themselves (cache_add_range) */
 	c->total_bytes += cf->size - cf->cached_bytes;
 	cf->cached_bytes = cf->size;
-}
-
-static int by_last_use(const void *a, const void *b)
-{
-	const struct cfile *x = *(struct cfile *const *)a;
-	const struct cfile *y = *(struct cfile *const *)b;
-	return x->last_used < y->last_used ? -1 : x->last_used > y->last_used;
-}
-
-int64_t cache_evict(struct cache *c, int64_t need)
-{
-	struct node_table *nt = c->nt;
-	int64_t freed = 0;
-	if (need <= 0) {
-		/* the common case (every close): nothing over the cap */
-		pthread_mutex_lock(&c->lock);
-		bool over = c->total_bytes > c->max_size;
-		pthread_mutex_unlock(&c->lock);
-		if (!over)
-			return 0;
-	}
-	pthread_mutex_lock(&nt->lock);
-	pthread_mutex_lock(&c->lock);
-	if (c->total_bytes <= c->max_size && need <= 0)
-		goto out;
-	/* clean content nobody has open, least recently used first */
-	struct cfile **v = malloc((c->nall ? c->nall : 1) * sizeof(*v));
-	size_t n = 0;
-	for (size_t i = 0; v && i < c->nall; i++) {
-		struct cfile *cf = c->all[i];
-		if (!cf->dirty && !cf->opens && !cf->inflight &&
-		    cf->cached_bytes)
-			v[n++] = cf;
-	}
-	if (v)
-		qsort(v, n, sizeof(*v), by_last_use);
-	for (size_t i = 0;
-	     i < n && (c->total_bytes > c->max_size || freed < need); i++) {
-		freed += v[i]->cached_bytes;
-		cache_drop_content(c, v[i]);
-	}
-	free(v);
-out:
-	pthread_mutex_unlock(&c->lock);
-	pthread_mutex_unlock(&nt->lock);
-	return freed;
-}
-
-void cache_drop_clean(struct cache *c)
-{
-	pthread_mutex_lock(&c->lock);
-	for (size_t i = 0; i < c->nall; i++) {
-		struct cfile *cf = c->all[i];
-		if (cf->dirty || cf->m.dir ||
-		    (!cf->cached_bytes && !cf->complete))
-			continue;
-		if (cf->opens || cf->inflight)
-			cf->forget = true;
-		else
-			cache_drop_content(c, cf);
-	}
-	pthread_mutex_unlock(&c->lock);
-}
-
-bool cache_room_made(struct cache *c, int err)
-{
-	if (err < 0)
-		err = -err;
-	if (err != ENOSPC && err != EDQUOT)
-		return false;
-	return cache_evict(c, INT64_MAX) > 0;
 }

@@ -234,12 +234,15 @@ bool cache_ahead_claim(struct cache *c, struct cfile *cf, uint64_t version,
 		       int64_t *ret_len);
 void cache_ahead_done(struct cache *c, struct cfile *cf);
 /* Reads @len bytes at @off for a handle of @version: the count, or
- * -errno (-ESTALE if the content moved on meanwhile). */
+ * -errno (-ESTALE if the content moved on meanwhile; -EAGAIN if bytes of
+ * it were let go for room since cache_read_begin(): begin again). */
 ssize_t cache_pread(struct cache *c, struct cfile *cf, uint64_t version,
 		    void *buf, size_t len, int64_t off);
 /*
  * cache_write() - writes through an open handle (@append: at the end).
- * Makes room on a full disk. The count, or -errno. *ret_record: the file
+ * Makes room on a full disk. The count, or -errno: -EFBIG when it would
+ * take the file past cache_max_size (a file is held here whole until
+ * it is uploaded). *ret_record: the file
  * has no journal record under its current path yet; the caller marks it
  * with cache_dirty().
  */
@@ -357,7 +360,20 @@ void cache_records_follow(struct cache *c, struct node *moved);
 /* Forgets the changes (the file was deleted or replaced). */
 void cache_forget(struct cache *c, struct cfile *cf);
 
-/* ---- room ---- */
+/* ---- room (cache_room.c) ---- */
+
+/* The cap on the bytes cached (cache_max_size). */
+int64_t cache_max_size(const struct cache *c);
+/*
+ * cache_room_whole() - before clean @cf is made whole here (opened for
+ * writing, truncated): room for the bytes it lacks, within the cap (clean
+ * content of files nobody has open makes room) and on the disk. 0;
+ * -EFBIG when the file is bigger than the cap; -ENOSPC when the cache,
+ * full of open or unsaved files, or the disk cannot take it. @msg says
+ * why (without the file's path).
+ */
+int cache_room_whole(struct cache *c, struct cfile *cf, char *msg,
+		     size_t msg_size);
 
 /* Drops clean content nobody has open, least recently used first, until
  * the total fits max_size and at least @need bytes were freed (a full

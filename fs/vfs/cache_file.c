@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cache_i.h"
@@ -217,18 +218,31 @@ int cache_truncate(struct cache *c, struct cfile *cf, int64_t size, bool touch,
 
 /* ---- filling the gaps ---- */
 
+/*
+ * Where a download goes: the cache file, from pos on. Blocks of zeros
+ * (a sparse file's holes) are punched rather than written, so they take
+ * no room on the disk; the file is made long enough after (fill_end).
+ */
+#define FILL_BLOCK 4096
+
 struct fill_sink {
 	struct cache *c;
 	int fd;
 	int64_t pos;
 	int64_t got;
+	int64_t hole_end; /* the end of the last hole punched, or 0 */
 	bool made_room;
+	bool no_holes; /* the filesystem cannot punch them */
 };
 
-static int fill_write(void *arg, const void *data, size_t len)
+static bool zero_block(const char *p)
 {
-	struct fill_sink *s = arg;
-	const char *p = data;
+	static const char zeros[FILL_BLOCK];
+	return memcmp(p, zeros, FILL_BLOCK) == 0;
+}
+
+static int fill_put(struct fill_sink *s, const char *p, size_t len)
+{
 	while (len) {
 		ssize_t n = pwrite(s->fd, p, len, s->pos);
 		if (n < 0) {
@@ -249,6 +263,62 @@ static int fill_write(void *arg, const void *data, size_t len)
 		s->got += n;
 	}
 	return 0;
+}
+
+/* Zeros at pos (whole blocks): a hole. False if none can be punched. */
+static bool fill_hole(struct fill_sink *s, size_t len)
+{
+	if (s->no_holes ||
+	    fallocate(s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)s->pos, (off_t)len) < 0) {
+		s->no_holes = true;
+		return false;
+	}
+	s->pos += (int64_t)len;
+	s->got += (int64_t)len;
+	s->hole_end = s->pos;
+	return true;
+}
+
+static int fill_write(void *arg, const void *data, size_t len)
+{
+	struct fill_sink *s = arg;
+	const char *p = data;
+	while (len) {
+		/* up to the next block of zeros (or the end) goes written */
+		size_t head = (size_t)((FILL_BLOCK - s->pos % FILL_BLOCK) %
+				       FILL_BLOCK);
+		size_t w = head < len ? head : len;
+		while (w + FILL_BLOCK <= len && !zero_block(p + w))
+			w += FILL_BLOCK;
+		if (w + FILL_BLOCK > len || s->no_holes)
+			w = len;
+		if (!w) {
+			size_t z = FILL_BLOCK;
+			while (z + FILL_BLOCK <= len && zero_block(p + z))
+				z += FILL_BLOCK;
+			if (fill_hole(s, z)) {
+				p += z;
+				len -= z;
+				continue;
+			}
+			w = z;
+		}
+		int rc = fill_put(s, p, w);
+		if (rc)
+			return rc;
+		p += w;
+		len -= w;
+	}
+	return 0;
+}
+
+/* After a download: a hole punched at its end leaves the file short. */
+static void fill_end(struct fill_sink *s)
+{
+	struct stat st;
+	if (s->hole_end && fstat(s->fd, &st) == 0 && st.st_size < s->hole_end)
+		(void)ftruncate(s->fd, s->hole_end);
 }
 
 /* The first gap in [off, off + len) as [*gs, *ge) (c->lock held);
@@ -285,6 +355,7 @@ int cache_fill(struct cache *c, struct cfile *cf, int64_t off, int64_t len,
 		return -EIO;
 	pthread_mutex_lock(&cf->fetch_lock);
 	pthread_mutex_lock(&c->lock);
+	cf->fills++; /* not to be evicted meanwhile */
 	/* every range must be of the version the cached bytes are of */
 	uint64_t version = cf->version;
 	int64_t size =
@@ -307,9 +378,11 @@ int cache_fill(struct cache *c, struct cfile *cf, int64_t off, int64_t len,
 		pthread_mutex_unlock(&c->lock);
 		if (!gap)
 			break;
+		cache_fill_room(c, cf, fd, off, len, ge - gs);
 
 		struct fill_sink s = { .c = c, .fd = fd, .pos = gs };
 		rc = fetch(arg, gs, ge - gs, size, fill_write, &s);
+		fill_end(&s);
 		/* gone, another size, or shorter than its size said */
 		bool changed = rc == -ESTALE || rc == -ENOENT ||
 			       (!rc && s.got < ge - gs);
@@ -322,6 +395,9 @@ int cache_fill(struct cache *c, struct cfile *cf, int64_t off, int64_t len,
 		if (rc)
 			break;
 	}
+	pthread_mutex_lock(&c->lock);
+	cf->fills--;
+	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&cf->fetch_lock);
 	close(fd);
 	return rc;
@@ -489,13 +565,25 @@ void cache_ahead_done(struct cache *c, struct cfile *cf)
 ssize_t cache_pread(struct cache *c, struct cfile *cf, uint64_t version,
 		    void *buf, size_t len, int64_t off)
 {
+	pthread_mutex_lock(&c->lock);
+	bool stale = version != cf->version;
+	bool here = cache_has(cf, off, (int64_t)len);
+	uint64_t cut = cf->cut_gen;
+	pthread_mutex_unlock(&c->lock);
+	if (stale)
+		return -ESTALE;
+	if (!here)
+		return -EAGAIN; /* let go for room since the caller looked */
 	/* cf->fd stays while a handle is open: the caller's */
 	ssize_t n = pread(cf->fd, buf, len, off);
 	int e = n < 0 ? errno : 0;
-	/* the content may have given way to another version meanwhile */
 	pthread_mutex_lock(&c->lock);
+	/* the content may have given way to another version meanwhile, or
+	 * bytes of it to room for others (they may be what was read) */
 	if (version != cf->version)
 		e = ESTALE;
+	else if (!e && cut != cf->cut_gen)
+		e = EAGAIN;
 	pthread_mutex_unlock(&c->lock);
 	return e ? -e : n;
 }
@@ -508,6 +596,14 @@ ssize_t cache_write(struct cache *c, struct cfile *cf, const void *buf,
 		off = cf->size;
 		pthread_mutex_unlock(&c->lock);
 	}
+	/* a file is held here whole until its upload: the cap is its
+	 * limit (a sparse write far out would be uploaded whole too) */
+	pthread_mutex_lock(&c->lock);
+	bool big = off + (int64_t)size > c->max_size &&
+		   off + (int64_t)size > cf->size;
+	pthread_mutex_unlock(&c->lock);
+	if (big)
+		return -EFBIG;
 	ssize_t n = pwrite(cf->fd, buf, size, off);
 	int e = n < 0 ? errno : 0;
 	if (n < 0 && cache_room_made(c, e)) {

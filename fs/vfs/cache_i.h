@@ -1,7 +1,8 @@
 /*
  * cache_i.h - the cache layer's own view of its state: struct cfile and
  * struct cache, for the files that make up the layer (cache.c,
- * cache_file.c, journal.c, writeback.c, recover.c) and the unit tests.
+ * cache_file.c, cache_room.c, journal.c, writeback.c, recover.c) and the
+ * unit tests.
  * Everything else goes through cache.h.
  *
  * Locking: every cfile field and the cache's lists are guarded by
@@ -78,9 +79,13 @@ struct cfile {
 	struct node *node; /* back pointer; guarded by the node lock */
 	unsigned refs;     /* node + handles + writeback */
 	pthread_mutex_t fetch_lock;
-	bool ahead;  /* a read-ahead is fetching (cache_ahead_claim) */
-	bool forget; /* its clean content goes at the last close
-			(cache_drop_clean) */
+	bool ahead;       /* a read-ahead is fetching (cache_ahead_claim) */
+	unsigned fills;   /* cache_fill()s under way: its content stays */
+	uint64_t cut_gen; /* bumped when ranges of it are let go for room
+			     (cache_room.c): a read checks its bytes are
+			     still here after it */
+	bool forget;      /* its clean content goes at the last close
+			     (cache_drop_clean) */
 
 	int fd;           /* open while opens > 0, else -1 */
 	unsigned opens;   /* open handles */
@@ -166,6 +171,12 @@ int cache_add_range(struct cache *c, struct cfile *cf, int64_t start,
 		    int64_t end);
 /* Forgets the content (the sandbox's copy changed). c->lock held. */
 void cache_drop_content(struct cache *c, struct cfile *cf);
+/* Before @need bytes are fetched into @cf (its cache file @fd, its
+ * fetch_lock held) for a read of [@off, @off + @len): room within
+ * cache_max_size, made by dropping clean content of files nobody has
+ * open, then ranges of @cf itself outside that window (cache_room.c). */
+void cache_fill_room(struct cache *c, struct cfile *cf, int fd, int64_t off,
+		     int64_t len, int64_t need);
 /* Sets the validator to the sandbox's @a (c->lock held). */
 void cache_set_base(struct cfile *cf, const struct fattr *a);
 /* After the size of a complete file changed: counts its bytes towards

@@ -506,6 +506,10 @@ static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
 	if (a.type != OSB_FILE)
 		return -EINVAL;
 
+	if (size > cache_max_size(fs->cache)) {
+		log_too_big(fs, h->n, "a truncate of", size);
+		return -EFBIG;
+	}
 	bool keep;
 	struct cfile *cf = file_prepare(fs, h, &a, &keep);
 	if (!cf)

@@ -160,8 +160,15 @@ int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf)
 		if (!h->path)
 			return -EIO; /* an orphan whose content was never
 					all here */
+		char why[512];
+		int rc = cache_room_whole(fs->cache, cf, why, sizeof(why));
+		if (rc) {
+			log_error("%s cannot be written here: %s", h->path,
+				  why);
+			return rc;
+		}
 		bool joined = cache_has_clean(fs->cache, cf);
-		int rc = file_fetch(fs, h, cf, 0, size);
+		rc = file_fetch(fs, h, cf, 0, size);
 		if (!rc && !cache_whole(fs->cache, cf, NULL, NULL))
 			rc = file_went_stale(fs, h, cf, version);
 		if (!rc && joined)
@@ -476,17 +483,12 @@ static int read_fetch(struct osbfs *fs, struct fh *f, int64_t off, int64_t want)
 	return rc;
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+/* Reads up to @size bytes at @off for handle @f into *@buf (made to
+ * measure): the count, or -errno; -EAGAIN when bytes went for room
+ * between the fetch and the read (cache_pread), to be tried again. */
+static ssize_t read_some(struct osbfs *fs, struct fh *f, size_t size, off_t off,
+			 char **buf)
 {
-	struct osbfs *fs = req_fs(req);
-
-	atomic_store(&fs->last_activity, mono_ms());
-	if (ctl_is_ino(ino)) {
-		ctl_read(req, ino, size, off, fi);
-		return;
-	}
-	struct fh *f = (struct fh *)(uintptr_t)fi->fh;
 	struct cfile *cf = f->cf;
 	int64_t len, want;
 	int rc = cache_read_begin(fs->cache, cf, f->version, &f->w, off, size,
@@ -498,30 +500,57 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				      size, &len, &want);
 	if (!rc && len && want)
 		rc = read_fetch(fs, f, off, want);
-	if (rc || !len) {
-		if (rc)
-			fuse_reply_err(req, -rc);
-		else
-			fuse_reply_buf(req, NULL, 0);
+	if (rc || !len)
+		return rc;
+	if (!*buf)
+		*buf = malloc(size);
+	if (!*buf)
+		return -ENOMEM;
+	return cache_pread(fs->cache, cf, f->version, *buf, (size_t)len, off);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct osbfs *fs = req_fs(req);
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(ino)) {
+		ctl_read(req, ino, size, off, fi);
 		return;
 	}
-	char *buf = malloc((size_t)len);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	ssize_t n =
-		cache_pread(fs->cache, cf, f->version, buf, (size_t)len, off);
+	struct fh *f = (struct fh *)(uintptr_t)fi->fh;
+	char *buf = NULL;
+	ssize_t n = -EAGAIN;
+	/* a reader of a file bigger than the cache may find bytes it was
+	 * to read let go meanwhile for another's room: it fetches them
+	 * again, a few times at most */
+	for (int tries = 0; n == -EAGAIN && tries < 8; tries++)
+		n = read_some(fs, f, size, off, &buf);
 	/* claimed before the reply: the handle may go once it is sent */
 	struct ahead a = { 0 };
 	if (n > 0)
 		ahead_claim(fs, ino, f, off + n, &a);
 	if (n < 0)
-		fuse_reply_err(req, (int)-n);
+		fuse_reply_err(req, n == -EAGAIN ? EIO : (int)-n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
 	free(buf);
 	ahead_fetch(fs, &a);
+}
+
+void log_too_big(struct osbfs *fs, struct node *n, const char *what,
+		 int64_t size)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	char *path = node_path(&fs->nodes, n);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	log_error("%s %s would make it %lld bytes or more, more than "
+		  "cache_max_size (%lld bytes) allows: a file is held whole "
+		  "in the cache until it is uploaded",
+		  what, path ? path : "a file gone", (long long)size,
+		  (long long)cache_max_size(fs->cache));
+	free(path);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
@@ -538,6 +567,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	bool record;
 	ssize_t n = cache_write(fs->cache, f->cf, buf, size, off, f->append,
 				&record);
+	if (n == -EFBIG)
+		log_too_big(fs, f->n, "a write to", off + (int64_t)size);
 	if (n < 0) {
 		fuse_reply_err(req, (int)-n);
 		return;
