@@ -361,33 +361,29 @@ def cache_used(m, data_only=False):
                if not data_only or os.path.basename(r) == "files")
 
 
-def rewrite_same_size_and_mtime(server, sid, path, byte):
-    """Rewrites @path in the sandbox in place, every byte @byte (a
-    letter), and gives it its mtime back: only its ctime says it changed."""
-    before = server.stat(sid, path)
-    q = shlex.quote(path)
-    code, _, err = server.run(sid, "touch -r %s /tmp/ref.$$ && head -c %d /dev/zero | "
-                              "tr '\\0' %s > %s && touch -r /tmp/ref.$$ %s && rm /tmp/ref.$$"
-                              % (q, before["size"], byte, q, q))
-    assert code == 0, err
-    after = server.stat(sid, path)
-    assert (after["size"], after["modified_at"]) == (before["size"], before["modified_at"])
-    assert after["created_at"] != before["created_at"]
-
-
 BIG = 20 * 1000 * 1000
+
+
+def read_head_then_rewrite(server, m):
+    """Puts a file "big" of BIG bytes b"A" in the sandbox, reads its first
+    MiB through the mount (a part of it is cached), and rewrites it in the
+    sandbox to b"B", with its size and mtime kept."""
+    server.write_file(m.sandbox_id, m.spath("big"), b"A" * BIG)
+    with open(m.p("big"), "rb") as f:
+        assert f.read(MIB) == b"A" * MIB
+    server.rewrite_keeping_size_and_mtime(m.sandbox_id, m.spath("big"), "B")
+
+
+def read_all_b(m):
+    with open(m.p("big"), "rb") as f:
+        got = f.read()
+    assert len(got) == BIG and set(got) == {ord("B")}, sorted(set(got))
 
 
 def test_rewrite_keeping_size_and_mtime_is_read_anew(server, make_mount):
     m = make_mount(options=["attr_timeout=0"])
-    sid = m.sandbox_id
-    server.write_file(sid, m.spath("big"), b"A" * BIG)
-    with open(m.p("big"), "rb") as f:
-        assert f.read(MIB) == b"A" * MIB
-    rewrite_same_size_and_mtime(server, sid, m.spath("big"), "B")
-    with open(m.p("big"), "rb") as f:
-        got = f.read()
-    assert len(got) == BIG and set(got) == {ord("B")}, sorted(set(got))
+    read_head_then_rewrite(server, m)
+    read_all_b(m)
 
 
 @pytest.mark.parametrize("attr_timeout", ["0", "1h"])
@@ -397,10 +393,7 @@ def test_append_after_a_rewrite_keeping_size_and_mtime_uploads_no_mix(server, ma
     # version it has; the sandbox is asked after the rest is fetched
     m = make_mount(options=["attr_timeout=" + attr_timeout, "writeback_delay=1h"])
     sid = m.sandbox_id
-    server.write_file(sid, m.spath("big"), b"A" * BIG)
-    with open(m.p("big"), "rb") as f:
-        assert f.read(MIB) == b"A" * MIB
-    rewrite_same_size_and_mtime(server, sid, m.spath("big"), "B")
+    read_head_then_rewrite(server, m)
     with open(m.p("big"), "ab") as f:
         f.write(b"x")
         f.flush()
@@ -414,32 +407,20 @@ def test_new_open_never_mixes_bytes_cached_with_bytes_fetched(server, make_mount
     # attributes cached for an hour: the open takes the cached part for
     # the version it has, and reads it; the first fetch asks the sandbox
     m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h"])
-    sid = m.sandbox_id
-    server.write_file(sid, m.spath("big"), b"A" * BIG)
-    with open(m.p("big"), "rb") as f:
-        assert f.read(MIB) == b"A" * MIB
-    rewrite_same_size_and_mtime(server, sid, m.spath("big"), "B")
+    read_head_then_rewrite(server, m)
     with open(m.p("big"), "rb", buffering=0) as f:
         got, err = read_on(f)
     assert len(set(got)) == 1, "read %s" % sorted(set(got))
     assert err is None or err.errno == errno.ESTALE, err
-    with open(m.p("big"), "rb") as f:
-        got = f.read()
-    assert len(got) == BIG and set(got) == {ord("B")}, sorted(set(got))
+    read_all_b(m)
 
 
 def test_invalidate_shows_a_rewrite_keeping_size_and_mtime(server, make_mount):
     m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h"])
-    sid = m.sandbox_id
-    server.write_file(sid, m.spath("big"), b"A" * BIG)
-    with open(m.p("big"), "rb") as f:
-        assert f.read(MIB) == b"A" * MIB
-    rewrite_same_size_and_mtime(server, sid, m.spath("big"), "B")
+    read_head_then_rewrite(server, m)
     with open(m.p(".osb", "ctl"), "w") as f:
         f.write("invalidate\n")
-    with open(m.p("big"), "rb") as f:
-        got = f.read()
-    assert len(got) == BIG and set(got) == {ord("B")}, sorted(set(got))
+    read_all_b(m)
 
 
 def test_invalidate_drops_cached_content_but_not_unsaved_data(server, make_mount):
@@ -471,7 +452,7 @@ def test_conflict_on_a_rewrite_keeping_size_and_mtime(server, make_mount):
     server.write_file(sid, m.spath("shared.txt"), b"base version")
     with open(m.p("shared.txt"), "a") as f:
         f.write(" + ours")
-    rewrite_same_size_and_mtime(server, sid, m.spath("shared.txt"), "T")
+    server.rewrite_keeping_size_and_mtime(sid, m.spath("shared.txt"), "T")
     fd = os.open(m.p("shared.txt"), os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
