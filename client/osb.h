@@ -589,6 +589,7 @@ struct osb_tar_entry {
 	char type;             /* '0' a regular file, '5' a directory, ... */
 	int64_t size;          /* of its data (0 for all but files) */
 	struct timespec mtime; /* to the nanosecond from a pax header */
+	struct timespec ctime; /* from a pax header; {0, 0} if none */
 	int64_t data_off;      /* where its data starts in the archive */
 };
 /*

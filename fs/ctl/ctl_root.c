@@ -201,6 +201,9 @@ static int run_verb(struct ctl *c, const struct ctl_verb *v)
 		break;
 	case CTL_INVALIDATE:
 		fs_invalidate_all(fs);
+		/* the files' content too (a job's end keeps it: the next
+		 * open compares the file's size, mtime and ctime) */
+		cache_drop_clean(fs->cache);
 		break;
 	case CTL_JOB_KILL:
 	case CTL_JOB_SIGNAL:

@@ -52,7 +52,10 @@ struct node {
 	/* attribute cache */
 	bool attr_valid;
 	long long attr_expiry; /* monotonic ms */
-	struct fattr attr;
+	struct fattr attr;     /* attr.ctime is the sandbox's, as asked after
+				  our last change of it, or {0, 0} */
+	struct timespec ctime_here; /* when we last changed it: shown as its
+				       ctime while attr.ctime is not known */
 	/* negative entry: the name is known not to exist until neg_expiry */
 	long long neg_expiry;
 
@@ -158,6 +161,9 @@ bool node_is_below(const struct node *n, const struct node *anc);
 
 /* Cache state helpers. */
 void node_set_attr(struct node *n, const struct fattr *a, long long expiry);
+/* @n was changed in the sandbox by us, which left its ctime at @ctime
+ * ({0, 0}: not known until the sandbox is next asked). */
+void node_ctime_set(struct node *n, const struct timespec *ctime);
 void node_set_negative(struct node *n, long long expiry);
 bool node_attr_fresh(const struct node *n, long long now);
 bool node_negative(const struct node *n, long long now);

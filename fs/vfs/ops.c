@@ -182,7 +182,11 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 	st->st_size = a->size;
 	st->st_mtim = a->mtime;
 	st->st_atim = a->mtime;
-	st->st_ctim = a->ctime.tv_sec ? a->ctime : a->mtime;
+	st->st_ctim = a->ctime;
+	if (!a->ctime.tv_sec && !a->ctime.tv_nsec) /* not known (node.h) */
+		st->st_ctim = a->mtime.tv_sec > n->ctime_here.tv_sec ?
+				      a->mtime :
+				      n->ctime_here;
 	if (node_has_local(fs, n)) {
 		/* local changes the sandbox has not seen yet, or an orphan */
 		struct cache_attr la;
@@ -538,6 +542,16 @@ int file_changed(struct osbfs *fs, struct held *h, struct cfile *cf, bool meta)
 		      cache_dirty(fs->cache, cf, h->path);
 }
 
+void node_changed_here(struct osbfs *fs, struct node *n,
+		       const struct timespec *ctime)
+{
+	static const struct timespec unknown = { 0, 0 };
+	n->change_gen = ++fs->nodes.change_seq;
+	node_ctime_set(n, ctime ? ctime : &unknown);
+	if (n->cf && !ctime)
+		cache_changed_here(fs->cache, n->cf);
+}
+
 /* truncate(2)/ftruncate(2): the file is made whole locally, cut, and
  * uploaded later like any write. */
 static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
@@ -551,6 +565,10 @@ static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
 	if (a.type != OSB_FILE)
 		return -EINVAL;
 
+	if (size > cache_max_size(fs->cache)) {
+		log_too_big(fs, h->n, "a truncate of", size);
+		return -EFBIG;
+	}
 	bool keep;
 	struct cfile *cf = file_prepare(fs, h, &a, &keep);
 	if (!cf)
@@ -612,7 +630,7 @@ static int do_chmod(struct osbfs *fs, struct held *h, mode_t mode)
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		h->n->attr.mode = mode;
-		clock_gettime(CLOCK_REALTIME, &h->n->attr.ctime);
+		node_changed_here(fs, h->n, NULL);
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}
 	return rc;
@@ -667,16 +685,19 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 		return 0;
 	}
 
+	struct timespec ctime;
 	struct rtimes t = { .path = h->path,
 			    .mtime = mt,
 			    .atime = at,
-			    .nofollow = a.type == OSB_SYMLINK };
+			    .nofollow = a.type == OSB_SYMLINK,
+			    .ret_ctime = &ctime };
 	rc = remote_times(fs, &t, 1);
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		h->n->attr.mtime = mt;
+		node_changed_here(fs, h->n, &ctime);
 		if (h->n->cf) /* our own change */
-			cache_times_done(fs->cache, h->n->cf, &mt);
+			cache_times_done(fs->cache, h->n->cf, &mt, &ctime);
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}
 	return rc;

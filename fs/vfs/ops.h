@@ -103,12 +103,28 @@ int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf, int64_t off,
  */
 struct cfile *file_prepare(struct osbfs *fs, struct held *h,
 			   const struct fattr *a, bool *ret_keep);
-/* Makes the whole file local (before a write or a truncate). */
+/* Makes the whole file local (before a write or a truncate): -EFBIG or
+ * -ENOSPC, said in the log, when the cache cannot hold it whole
+ * (cache_room_whole). */
 int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf);
+/* Logs that @what (a write to, a truncate of) node @n, taking it to
+ * @size bytes, failed with EFBIG: past cache_max_size. */
+void log_too_big(struct osbfs *fs, struct node *n, const char *what,
+		 int64_t size);
 /* Records a change of @h's content (@meta: of its mode or times) for
  * upload, in its journal record; nothing for an orphan, whose data never
  * goes to the sandbox. */
 int file_changed(struct osbfs *fs, struct held *h, struct cfile *cf, bool meta);
+/*
+ * node_changed_here() - the sandbox's @n was changed by us (a mode,
+ * times, a move), which left its ctime at @ctime, or at a value not known
+ * if @ctime is NULL (the sandbox's next answer says it). An answer asked
+ * for before now is older than what we know; the cached content's
+ * validator follows, so our own change is never taken for someone
+ * else's. Nodes lock held.
+ */
+void node_changed_here(struct osbfs *fs, struct node *n,
+		       const struct timespec *ctime);
 /* Before @h's name goes away (unlink, rename over it): if the file is
  * open, its content is made whole locally, so its readers can go on
  * reading it as an orphan. Best effort: what cannot be fetched reads as

@@ -596,13 +596,15 @@ static int record_move(struct osbfs *fs, struct cfile *cf, const char *path)
  * moment ago that moves over another (an editor's fsync, then its
  * rename) goes again, whole, under its new name with the next batch, and
  * the sandbox's copy goes now (once the bytes are safe on disk here):
- * cheaper than a command. Anything else is moved there.
+ * cheaper than a command. Anything else is moved there: *ret_moved
+ * then says so (the file's ctime moved in the sandbox).
  */
 static int rename_send(struct osbfs *fs, const struct held *src,
 		       const struct held *dst, const struct fattr *sa,
 		       const struct fattr *da, struct cfile *scf,
-		       struct cfile *dcf)
+		       struct cfile *dcf, bool *ret_moved)
 {
+	*ret_moved = false;
 	bool src_local = scf && cache_only_local(fs->cache, scf);
 	bool dst_local = dcf && cache_only_local(fs->cache, dcf);
 	bool over = da && !dst_local; /* what the sandbox has there goes */
@@ -647,6 +649,7 @@ static int rename_send(struct osbfs *fs, const struct held *src,
 	if (!rc)
 		rc = remote_rename(fs, src->path, dst->path, da != NULL,
 				   sa->type == OSB_SYMLINK);
+	*ret_moved = true; /* or may have been */
 	return rc;
 }
 
@@ -738,8 +741,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct cfile *scf = src.n->cf, *dcf = dst.n->cf;
 	pthread_mutex_unlock(&fs->nodes.lock);
 
-	rc = rename_send(fs, &src, &dst, &sa, dst_exists ? &da : NULL, scf,
-			 dcf);
+	bool moved;
+	rc = rename_send(fs, &src, &dst, &sa, dst_exists ? &da : NULL, scf, dcf,
+			 &moved);
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		if (dcf && dst.n->cf == dcf)
@@ -753,9 +757,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			dir_name_gone(fs, oldp, name);
 		if (newp)
 			dir_changed(fs, newp, src.n);
-		if (!rc && sa.type != OSB_DIR) {
-			clock_gettime(CLOCK_REALTIME, &src.n->attr.ctime);
-		}
+		/* rename(2) in the sandbox moves a file's ctime (a
+		 * directory's contents keep theirs) */
+		if (!rc && moved && sa.type != OSB_DIR)
+			node_changed_here(fs, src.n, NULL);
 		pthread_mutex_unlock(&fs->nodes.lock);
 		if (sa.type == OSB_DIR)
 			cache_records_follow(fs->cache, src.n);

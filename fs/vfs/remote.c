@@ -1122,6 +1122,8 @@ static void touch_lines(FILE *m, const struct rtimes *t, const char *q)
 	if (t->do_chmod)
 		fprintf(m, "chmod %o -- %s || f=1\n",
 			(unsigned)(t->chmod & 07777), q);
+	/* the ctime all that left (remote.h) */
+	fprintf(m, "stat -c %%.9Z -- %s 2>/dev/null || echo -\n", q);
 }
 
 /*
@@ -1160,15 +1162,41 @@ static void times_python(FILE *m, const struct rtimes *t, size_t n)
 	      "        os.utime(p, ns=(a, m), follow_symlinks=not nf)\n"
 	      "        if c >= 0:\n"
 	      "            os.chmod(p, c)\n"
+	      "        print('%d.%09d' % divmod(os.lstat(p).st_ctime_ns, "
+	      "10**9))\n"
 	      "    except FileNotFoundError:\n"
-	      "        pass\n"
+	      "        print('-')\n"
 	      "    except OSError as e:\n"
 	      "        f = 1\n"
 	      "        print(e, file=sys.stderr)\n"
+	      "        print('-')\n"
 	      "sys.exit(f)\n"
 	      "OSBFS_TIMES\n"
 	      "else\n",
 	      m);
+}
+
+/* The ctimes remote_times()'s command printed in @out, one line per
+ * path, into each ret_ctime; all not known ({0, 0}) if @out is NULL or
+ * not of that form. */
+static void times_ctimes(const struct rtimes *t, size_t n, char *out)
+{
+	size_t lines = 0;
+	for (const char *p = out; p && *p; p++)
+		lines += *p == '\n';
+	for (size_t i = 0; i < n; i++)
+		if (t[i].ret_ctime)
+			*t[i].ret_ctime = (struct timespec){ 0, 0 };
+	if (lines != n)
+		return;
+	char *line = out;
+	for (size_t i = 0; i < n; i++) {
+		char *end = strchr(line, '\n');
+		*end = '\0';
+		if (t[i].ret_ctime && *line >= '0' && *line <= '9')
+			ts_parse(line, t[i].ret_ctime);
+		line = end + 1;
+	}
 }
 
 int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n)
@@ -1194,10 +1222,13 @@ int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n)
 	fputs(python ? "exit $f\nfi\n" : "exit $f\n", m);
 	if (fclose(m) != 0)
 		rc = -ENOMEM;
+	char *out = NULL;
 	if (!rc)
 		rc = shell_do(fs, script, SHELL_IDEMPOTENT, "set times of",
-			      t[0].path, NULL);
+			      t[0].path, &out);
 	free(script);
+	times_ctimes(t, n, rc ? NULL : out);
+	free(out);
 	return rc;
 }
 

@@ -105,8 +105,12 @@ struct rtimes {
 	bool nofollow;         /* a symlink itself */
 	mode_t chmod;          /* mode to set after, or 0 */
 	bool do_chmod;
+	/* if not NULL: the ctime the path has after all that (as a stat or
+	 * listing would say it), {0, 0} when not known */
+	struct timespec *ret_ctime;
 };
-/* Sets times (and modes) of many paths with one command. */
+/* Sets times (and modes) of many paths with one command, which also says
+ * the ctime each is left with (ret_ctime). */
 int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n);
 
 /*

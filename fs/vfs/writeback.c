@@ -5,12 +5,14 @@
  * first, in batches (many small files go in one multipart request; a
  * big file goes alone), and for each batch:
  *   1. check that the sandbox's copy is still the one the local data
- *      derives from (size and mtime); if someone else changed it, their
+ *      derives from (size, mtime, ctime); if someone else changed it, their
  *      version is kept beside ours as NAME.conflict-<time> (never
  *      silently clobbered);
  *   2. upload;
  *   3. set the mtimes the user saw (and any mode the API cannot carry)
  *      with one command, so an upload does not change a file's mtime;
+ *      the command says the ctime each file is left with, the base of
+ *      the next check;
  *   4. mark clean what did not change meanwhile (a write generation
  *      counter per file; a file written during its upload stays dirty).
  * A failed batch is retried with exponential backoff; a batch that
@@ -100,6 +102,8 @@ struct item {
 	bool times_later;       /* the times go after (an fsync waits) */
 	bool fresh;             /* new: the sandbox had no such file */
 	long long absent_until; /* cfile's, for known_absent() */
+	struct timespec ctime;  /* the sandbox's copy's after its times were
+				   set, {0, 0} if not known (remote_times) */
 };
 
 /* Someone waits for its bytes only (fsync), and they are not there. */
@@ -343,13 +347,13 @@ static int check_one(struct osbfs *fs, struct writeback *wb, struct item *it,
 		return 0;
 	if (remote->type == OSB_DIR)
 		return -EISDIR;
-	if (fmeta_base_is(&it->m, remote->size, &remote->mtime))
+	if (fmeta_base_is(&it->m, remote))
 		return 0;
 	if (remote->type == OSB_FILE && copy_is_ours(fs, it, remote->size)) {
 		/* the sandbox's copy is now the base: should this upload
 		 * not land either, the next check finds it so */
 		pthread_mutex_lock(&fs->cache->lock);
-		cache_set_base(it->cf, remote->size, &remote->mtime);
+		cache_set_base(it->cf, remote);
 		pthread_mutex_unlock(&fs->cache->lock);
 		return 0;
 	}
@@ -666,9 +670,12 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			failed(wb, cf, -EIO, n, now);
 			continue;
 		}
+		/* the ctime is the one the times command saw, or not known
+		 * (packed: the unpack command does not say) */
 		cf->m.base = BASE_KNOWN;
 		cf->m.base_size = it->size;
 		cf->m.base_mtime = it->m.mtime;
+		cf->m.base_ctime = it->ctime;
 		cf->m.sent = false;
 		if (cf->wgen == it->gen) {
 			cf->m.times_set = false;
@@ -698,6 +705,7 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			cf->node->attr.size = it->size;
 			cf->node->attr.mtime = it->m.mtime;
 			cf->node->attr.mode = it->m.mode & 07777;
+			node_ctime_set(cf->node, &it->ctime);
 		}
 	}
 	pthread_cond_broadcast(&c->changed);
@@ -831,6 +839,7 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 				.chmod = it->m.mode,
 				.do_chmod = it->m.chmod_needed ||
 					    (it->m.mode & 0777) == 0,
+				.ret_ctime = &it->ctime,
 			};
 			if (!it->m.times_set)
 				times[nt].atime.tv_nsec = UTIME_OMIT;
