@@ -192,6 +192,24 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		dirh_free(fs, dh);
 }
 
+/*
+ * Whether entry @d of a snapshot of @dir is still what the name is
+ * (nodes lock held): not removed or moved since, nor replaced (a save's
+ * rename), and with attributes to show. Only then does readdirplus give
+ * the kernel the node with it; else the kernel would keep, for the entry
+ * timeout, a name that is gone or the file a save replaced. The kernel
+ * reads a directory and changes its names under one lock, so what is
+ * checked here holds until it has the answer.
+ */
+static bool dent_still(struct osbfs *fs, const struct node *dir,
+		       const struct dent *d)
+{
+	const struct node *n = d->node;
+	return n->parent == dir && strcmp(n->name, d->name) == 0 &&
+	       !node_negative(n, mono_ms()) &&
+	       (n->attr_valid || node_has_local(fs, n));
+}
+
 static void do_readdir(fuse_req_t req, size_t size, off_t off,
 		       struct fuse_file_info *fi, bool plus)
 {
@@ -215,15 +233,17 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 		} else {
 			struct fuse_entry_param e;
 			memset(&e, 0, sizeof(e));
-			if (d->node) {
-				pthread_mutex_lock(&fs->nodes.lock);
+			pthread_mutex_lock(&fs->nodes.lock);
+			bool still = d->node && dent_still(fs, dh->dir, d);
+			if (still) {
 				e.ino = d->node->ino;
 				e.attr_timeout =
 					fs->opt->attr_timeout_ms / 1000.0;
 				e.entry_timeout = e.attr_timeout;
 				node_stat(fs, d->node, &e.attr);
-				pthread_mutex_unlock(&fs->nodes.lock);
-			} else {
+			}
+			pthread_mutex_unlock(&fs->nodes.lock);
+			if (!still) {
 				e.attr.st_ino = d->ino;
 				e.attr.st_mode = d->type;
 			}
@@ -232,7 +252,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 						      (off_t)(i + 1));
 			if (need <= size - used) {
 				/* the kernel now holds a lookup reference */
-				if (d->node) {
+				if (still) {
 					pthread_mutex_lock(&fs->nodes.lock);
 					d->node->nlookup++;
 					pthread_mutex_unlock(&fs->nodes.lock);
