@@ -573,8 +573,10 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 			cache_forget(fs->cache, h.n->cf);
 		struct node *p = h.n->parent;
 		node_unlink(&fs->nodes, h.n);
-		if (p)
+		if (p) {
 			dir_changed(fs, p, NULL);
+			dir_name_gone(fs, p, name);
+		}
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}
 	rdent_array_free(ents, n);
