@@ -523,6 +523,41 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	held_put(fs, &h);
 }
 
+/*
+ * The removal of empty directory @h (@name in its parent), and its node
+ * after it. path_lock keeps upload batches out meanwhile: one that took
+ * the directory (made here, or given a mode) before would make it again
+ * after the removal (mkdir -p), and no later one sends it (forgotten).
+ */
+static int rmdir_send(struct osbfs *fs, struct held *h, const char *name,
+		      bool local_only)
+{
+	pthread_rwlock_wrlock(&fs->path_lock);
+	int rc = cache_lefts_count(fs->cache) ?
+			 wb_lefts_remove(fs, h->path, 0) :
+			 0;
+	if (!rc)
+		rc = remote_rmdir(fs, h->path);
+	/* the API's delete takes a missing directory as done; `rmdir`, the
+	 * route of a path execd would expand ($), does not */
+	if (rc == -ENOENT && local_only)
+		rc = 0;
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		if (h->n->cf)
+			cache_forget(fs->cache, h->n->cf);
+		struct node *p = h->n->parent;
+		node_unlink(&fs->nodes, h->n);
+		if (p) {
+			dir_changed(fs, p, NULL);
+			dir_name_gone(fs, p, name);
+		}
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	pthread_rwlock_unlock(&fs->path_lock);
+	return rc;
+}
+
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct osbfs *fs = req_fs(req);
@@ -560,25 +595,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!rc && (n || cache_dirty_below(fs->cache, h.n, true)))
 		rc = -ENOTEMPTY;
 	if (!rc)
-		rc = lefts_clear(fs, h.path);
-	if (!rc)
-		rc = remote_rmdir(fs, h.path);
-	/* the API's delete takes a missing directory as done; `rmdir`, the
-	 * route of a path execd would expand ($), does not */
-	if (rc == -ENOENT && local_only)
-		rc = 0;
-	if (!rc) {
-		pthread_mutex_lock(&fs->nodes.lock);
-		if (h.n->cf)
-			cache_forget(fs->cache, h.n->cf);
-		struct node *p = h.n->parent;
-		node_unlink(&fs->nodes, h.n);
-		if (p) {
-			dir_changed(fs, p, NULL);
-			dir_name_gone(fs, p, name);
-		}
-		pthread_mutex_unlock(&fs->nodes.lock);
-	}
+		rc = rmdir_send(fs, &h, name, local_only);
 	rdent_array_free(ents, n);
 	fuse_reply_err(req, -rc);
 	held_put(fs, &h);
