@@ -1059,13 +1059,16 @@ int remote_rename(struct osbfs *fs, const char *src, const char *dst,
 		rc = remote_enter(fs);
 		if (rc)
 			return rc;
+		int tries = 0;
 		do {
 			rc = osb_file_move(fs->sb, &m, 1, &err);
+			tries++;
 		} while (rc && again(fs, rc));
-		/* the source was there when the caller looked: a "not found"
-		 * after a repeat (a resume, a resent request) may be our own
-		 * first attempt's doing */
-		if (rc == -ENOENT && moved(fs, src, dst))
+		/* a "not found" after a repeat (a resume) may be our own
+		 * first attempt's doing (the client settles its own resent
+		 * requests so); after one request, the source is missing, and
+		 * a file at the destination is someone else's */
+		if (rc == -ENOENT && tries > 1 && moved(fs, src, dst))
 			rc = 0;
 		if (rc != -EEXIST)
 			return rc ? fail(rc, &err, "rename", src) : 0;
