@@ -663,7 +663,8 @@ def race_lister(top, d, i, log, stop):
 
 
 def race_sandbox_files(server, sid, spath):
-    """{name: bytes} of a sandbox directory, read in the server's data dir."""
+    """{name: bytes, or "a directory"} of a sandbox directory, read in the
+    server's data dir."""
     host = os.path.join(server.data_dir, "sandboxes", sid, "rootfs", spath.lstrip("/"))
     out = {}
     for n in os.listdir(host):
@@ -672,7 +673,7 @@ def race_sandbox_files(server, sid, spath):
             with open(p, "rb") as f:
                 out[n] = f.read()
         else:
-            out[n] = None
+            out[n] = "a directory"
     return out
 
 
@@ -703,11 +704,13 @@ def run_race(server, m, name, seconds, faults=None):
     for w in writers:
         want.update({n: b for n, b in w.state.items() if b is not None})
     have = race_sandbox_files(server, m.sandbox_id, m.spath(name))
+    def what(d, n):
+        v = d.get(n)
+        return "absent" if v is None else v if isinstance(v, str) else "%d bytes" % len(v)
+
     for n in sorted(set(want) | set(have)):
         if have.get(n) != want.get(n):
-            log.bad("sandbox after sync", "%s: %s, not %s" % (
-                n, "absent" if n not in have else "%s bytes" % (len(have[n]) if have[n] is not None else "a directory"),
-                "absent" if n not in want else "%d bytes" % len(want[n])))
+            log.bad("sandbox after sync", "%s: %s, not %s" % (n, what(have, n), what(want, n)))
     shown = sorted(os.listdir(d))
     if shown != sorted(want):
         log.bad("mount after sync", "lists %s, not %s" % (shown, sorted(want)))
