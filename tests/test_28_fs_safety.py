@@ -192,6 +192,21 @@ def test_renames_and_symlinks_settle_lost_answers(server, mount):
     assert alive(mount)
 
 
+def test_a_rename_whose_source_the_sandbox_lost_fails_and_moves_nothing(server, make_mount):
+    """The mount still knows the source, the sandbox no longer has it and
+    has a file of someone else's at the destination: the rename fails with
+    ENOENT; that file is not taken for the move's doing."""
+    m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h", "negative_timeout=1h"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("a"), b"ours\n")
+    assert names(m) == ["a"]
+    server.run(sid, "rm %s && echo theirs > %s" % (m.spath("a"), m.spath("b")))
+    with pytest.raises(FileNotFoundError):
+        os.rename(m.p("a"), m.p("b"))
+    assert server.read_file(sid, m.spath("b")) == b"theirs\n"
+    assert server.stat(sid, m.spath("a")) is None
+
+
 def test_renaming_a_dangling_symlink_works(server, mount):
     server.run(mount.sandbox_id, "ln -s /nowhere/at/all /workspace/dangling")
     os.rename(mount.p("dangling"), mount.p("moved"))

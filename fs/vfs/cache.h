@@ -337,6 +337,9 @@ size_t cache_lefts_take(struct cache *c, const char *below, long long now,
 /* After the removal of @t: gone if @rc is 0, else tried again later.
  * Frees @t's paths. */
 void cache_lefts_done(struct cache *c, struct left_take *t, int rc);
+/* Frees @t's paths (a take only looked at: what a listing on its way
+ * may still show, remote.c). */
+void cache_lefts_release(struct left_take *t);
 /* When the next copy is due (monotonic ms), 0 if none (c->lock held). */
 long long cache_lefts_next(struct cache *c);
 

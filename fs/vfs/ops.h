@@ -85,11 +85,13 @@ int dir_load(struct osbfs *fs, struct held *h);
  * (monotonic ms; < 0: one not yet expired) is there. */
 int dir_refresh(struct osbfs *fs, struct held *h, long long since);
 /* A change made under directory @parent: its listing stays valid with
- * @child in it (or out of it, with @child NULL). Nodes lock held. */
+ * @child in it (or out of it, with @child NULL), and an answer asked for
+ * before it says nothing of @child. Nodes lock held. */
 void dir_changed(struct osbfs *fs, struct node *parent, struct node *child);
 /* Name @name of @parent was just removed or renamed away, in the sandbox
- * too: a lookup of it is answered without asking for a while (an
- * editor makes its temporary file again at once). Nodes lock held. */
+ * too (after dir_changed()): an answer asked for before does not bring
+ * it back, and a lookup of it is answered without asking for a while
+ * (an editor makes its temporary file again at once). Nodes lock held. */
 void dir_name_gone(struct osbfs *fs, struct node *parent, const char *name);
 
 /* Downloads whatever of [off, off+len) the cache file lacks. */

@@ -32,8 +32,10 @@ struct dent {
 
 struct dirh {
 	struct dent *e;
-	size_t n;
+	size_t n, cap;
 	struct node *dir; /* counted in its rd_open */
+	uint64_t gen;     /* the dir's change_gen when the entries were
+			     taken */
 };
 
 static int dent_cmp(const void *a, const void *b)
@@ -42,16 +44,23 @@ static int dent_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static void dirh_free(struct osbfs *fs, struct dirh *dh)
+/* Lets go of @dh's entries (nodes lock held). */
+static void dirh_clear(struct osbfs *fs, struct dirh *dh)
 {
-	if (!dh)
-		return;
-	pthread_mutex_lock(&fs->nodes.lock);
 	for (size_t i = 0; i < dh->n; i++) {
 		if (dh->e[i].node)
 			node_unref(&fs->nodes, dh->e[i].node);
 		free(dh->e[i].name);
 	}
+	dh->n = 0;
+}
+
+static void dirh_free(struct osbfs *fs, struct dirh *dh)
+{
+	if (!dh)
+		return;
+	pthread_mutex_lock(&fs->nodes.lock);
+	dirh_clear(fs, dh);
 	if (dh->dir) {
 		dh->dir->rd_open--;
 		node_unref(&fs->nodes, dh->dir);
@@ -61,16 +70,16 @@ static void dirh_free(struct osbfs *fs, struct dirh *dh)
 	free(dh);
 }
 
-static int dirh_add(struct dirh *dh, size_t *cap, const char *name,
-		    struct node *node, fuse_ino_t ino, mode_t type)
+static int dirh_add(struct dirh *dh, const char *name, struct node *node,
+		    fuse_ino_t ino, mode_t type)
 {
-	if (dh->n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 32;
+	if (dh->n == dh->cap) {
+		size_t nc = dh->cap ? dh->cap * 2 : 32;
 		struct dent *e = realloc(dh->e, nc * sizeof(*e));
 		if (!e)
 			return -ENOMEM;
 		dh->e = e;
-		*cap = nc;
+		dh->cap = nc;
 	}
 	dh->e[dh->n].name = strdup(name);
 	if (!dh->e[dh->n].name)
@@ -125,13 +134,70 @@ static void dirh_cache(struct dirh *dh, struct node *d, uint64_t sig,
 	node_ref(d);
 }
 
+/* Takes the entries of @d, as its listing and our changes since have
+ * them, into empty @dh (nodes lock held); dirh_sort() then. The control
+ * dir is not listed, only found by name (ctl.h). */
+static int dirh_take(struct dirh *dh, struct node *d)
+{
+	fuse_ino_t up = d->parent ? d->parent->ino : d->ino;
+	int rc = dirh_add(dh, ".", NULL, d->ino, S_IFDIR);
+	if (!rc)
+		rc = dirh_add(dh, "..", NULL, up, S_IFDIR);
+	long long now = mono_ms();
+	for (struct node *c = d->child_first; !rc && c; c = c->sib_next) {
+		if (c->listed_gen != d->list_gen || node_negative(c, now))
+			continue;
+		mode_t t = c->attr.type == OSB_DIR     ? S_IFDIR :
+			   c->attr.type == OSB_SYMLINK ? S_IFLNK :
+							 S_IFREG;
+		/* a lossy name is listed, but without its attributes: the
+		 * kernel asks a lookup, which refuses it */
+		rc = dirh_add(dh, c->name, name_lossy(c->name) ? NULL : c,
+			      c->ino, t);
+	}
+	dh->gen = d->change_gen;
+	return rc;
+}
+
+/* The entries by name, after "." and "..". */
+static void dirh_sort(struct dirh *dh)
+{
+	qsort(dh->e + 2, dh->n - 2, sizeof(*dh->e), dent_cmp);
+}
+
+/*
+ * A read from the start of a handle opened before a change made through
+ * the mount in its directory takes the entries again (POSIX lets a
+ * rewound stream show changes). The kernel fills its cache of a
+ * directory's entries from whichever handle reads from the start first,
+ * and takes that copy as current from then on: an older handle's
+ * entries would be what the next opens read.
+ */
+static int dirh_retake(struct osbfs *fs, struct dirh *dh)
+{
+	int rc = 0;
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *d = dh->dir;
+	bool again = d && d->change_gen != dh->gen;
+	if (again) {
+		dirh_clear(fs, dh);
+		rc = dirh_take(dh, d);
+		/* not what the handle was opened with: the next open
+		 * resets the kernel's copy */
+		d->rd_mixed = true;
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (again && !rc)
+		dirh_sort(dh);
+	return rc;
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct osbfs *fs = req_fs(req);
 	struct held h;
 	struct fattr a;
-	size_t cap = 0;
 
 	atomic_store(&fs->last_activity, mono_ms());
 	if (ctl_is_ino(ino)) {
@@ -153,35 +219,13 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		rc = -ENOMEM;
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
-		struct node *d = h.n;
-		fuse_ino_t up = d->parent ? d->parent->ino : d->ino;
-		rc = dirh_add(dh, &cap, ".", NULL, d->ino, S_IFDIR);
-		if (!rc)
-			rc = dirh_add(dh, &cap, "..", NULL, up, S_IFDIR);
-		size_t first = dh->n;
-		long long now = mono_ms();
-		for (struct node *c = d->child_first; !rc && c;
-		     c = c->sib_next) {
-			if (c->listed_gen != d->list_gen ||
-			    node_negative(c, now))
-				continue;
-			mode_t t = c->attr.type == OSB_DIR     ? S_IFDIR :
-				   c->attr.type == OSB_SYMLINK ? S_IFLNK :
-								 S_IFREG;
-			/* a lossy name is listed, but without its attributes:
-			 * the kernel asks a lookup, which refuses it */
-			rc = dirh_add(dh, &cap, c->name,
-				      name_lossy(c->name) ? NULL : c, c->ino,
-				      t);
-		}
+		rc = dirh_take(dh, h.n);
 		pthread_mutex_unlock(&fs->nodes.lock);
-		/* the control dir is not listed, only found by name (ctl.h) */
 		if (!rc) {
-			qsort(dh->e + first, dh->n - first, sizeof(*dh->e),
-			      dent_cmp);
+			dirh_sort(dh);
 			uint64_t sig = dirh_sig(dh);
 			pthread_mutex_lock(&fs->nodes.lock);
-			dirh_cache(dh, d, sig, fi);
+			dirh_cache(dh, h.n, sig, fi);
 			pthread_mutex_unlock(&fs->nodes.lock);
 		}
 	}
@@ -196,6 +240,24 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		dirh_free(fs, dh);
 }
 
+/*
+ * Whether entry @d of a snapshot of @dir is still what the name is
+ * (nodes lock held): not removed or moved since, nor replaced (a save's
+ * rename), and with attributes to show. Only then does readdirplus give
+ * the kernel the node with it; else the kernel would keep, for the entry
+ * timeout, a name that is gone or the file a save replaced. The kernel
+ * reads a directory and changes its names under one lock, so what is
+ * checked here holds until it has the answer.
+ */
+static bool dent_still(struct osbfs *fs, const struct node *dir,
+		       const struct dent *d)
+{
+	const struct node *n = d->node;
+	return n->parent == dir && strcmp(n->name, d->name) == 0 &&
+	       !node_negative(n, mono_ms()) &&
+	       (n->attr_valid || node_has_local(fs, n));
+}
+
 static void do_readdir(fuse_req_t req, size_t size, off_t off,
 		       struct fuse_file_info *fi, bool plus)
 {
@@ -204,8 +266,12 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 	char *buf = calloc(1, size);
 	size_t used = 0;
 
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
+	int rc = buf ? 0 : -ENOMEM;
+	if (!rc && off == 0)
+		rc = dirh_retake(fs, dh);
+	if (rc) {
+		free(buf);
+		fuse_reply_err(req, -rc);
 		return;
 	}
 	for (size_t i = (size_t)off; i < dh->n; i++) {
@@ -219,15 +285,17 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 		} else {
 			struct fuse_entry_param e;
 			memset(&e, 0, sizeof(e));
-			if (d->node) {
-				pthread_mutex_lock(&fs->nodes.lock);
+			pthread_mutex_lock(&fs->nodes.lock);
+			bool still = d->node && dent_still(fs, dh->dir, d);
+			if (still) {
 				e.ino = d->node->ino;
 				e.attr_timeout =
 					fs->opt->attr_timeout_ms / 1000.0;
 				e.entry_timeout = e.attr_timeout;
 				node_stat(fs, d->node, &e.attr);
-				pthread_mutex_unlock(&fs->nodes.lock);
-			} else {
+			}
+			pthread_mutex_unlock(&fs->nodes.lock);
+			if (!still) {
 				e.attr.st_ino = d->ino;
 				e.attr.st_mode = d->type;
 			}
@@ -236,7 +304,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 						      (off_t)(i + 1));
 			if (need <= size - used) {
 				/* the kernel now holds a lookup reference */
-				if (d->node) {
+				if (still) {
 					pthread_mutex_lock(&fs->nodes.lock);
 					d->node->nlookup++;
 					pthread_mutex_unlock(&fs->nodes.lock);
@@ -458,6 +526,41 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	held_put(fs, &h);
 }
 
+/*
+ * The removal of empty directory @h (@name in its parent), and its node
+ * after it. path_lock keeps upload batches out meanwhile: one that took
+ * the directory (made here, or given a mode) before would make it again
+ * after the removal (mkdir -p), and no later one sends it (forgotten).
+ */
+static int rmdir_send(struct osbfs *fs, struct held *h, const char *name,
+		      bool local_only)
+{
+	pthread_rwlock_wrlock(&fs->path_lock);
+	int rc = cache_lefts_count(fs->cache) ?
+			 wb_lefts_remove(fs, h->path, 0) :
+			 0;
+	if (!rc)
+		rc = remote_rmdir(fs, h->path);
+	/* the API's delete takes a missing directory as done; `rmdir`, the
+	 * route of a path execd would expand ($), does not */
+	if (rc == -ENOENT && local_only)
+		rc = 0;
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		if (h->n->cf)
+			cache_forget(fs->cache, h->n->cf);
+		struct node *p = h->n->parent;
+		node_unlink(&fs->nodes, h->n);
+		if (p) {
+			dir_changed(fs, p, NULL);
+			dir_name_gone(fs, p, name);
+		}
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	pthread_rwlock_unlock(&fs->path_lock);
+	return rc;
+}
+
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct osbfs *fs = req_fs(req);
@@ -495,23 +598,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!rc && (n || cache_dirty_below(fs->cache, h.n, true)))
 		rc = -ENOTEMPTY;
 	if (!rc)
-		rc = lefts_clear(fs, h.path);
-	if (!rc)
-		rc = remote_rmdir(fs, h.path);
-	/* the API's delete takes a missing directory as done; `rmdir`, the
-	 * route of a path execd would expand ($), does not */
-	if (rc == -ENOENT && local_only)
-		rc = 0;
-	if (!rc) {
-		pthread_mutex_lock(&fs->nodes.lock);
-		if (h.n->cf)
-			cache_forget(fs->cache, h.n->cf);
-		struct node *p = h.n->parent;
-		node_unlink(&fs->nodes, h.n);
-		if (p)
-			dir_changed(fs, p, NULL);
-		pthread_mutex_unlock(&fs->nodes.lock);
-	}
+		rc = rmdir_send(fs, &h, name, local_only);
 	rdent_array_free(ents, n);
 	fuse_reply_err(req, -rc);
 	held_put(fs, &h);

@@ -491,19 +491,43 @@ static bool left_at(struct osbfs *fs, const char *path)
 	return fs->cache && cache_left_at(fs->cache, path);
 }
 
-/* Leaves the copies left behind out of @d, entries of @dir. */
+/* The copies left at or below @dir before a listing of it is asked for
+ * (@t->n is 0 if none). */
+static void lefts_before(struct osbfs *fs, const char *dir, struct left_take *t)
+{
+	t->n = 0;
+	if (fs->cache && cache_lefts_count(fs->cache))
+		cache_lefts_take(fs->cache, dir, 0, t);
+}
+
+static bool in_take(const struct left_take *t, const char *path)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->path[i], path) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Leaves the copies left behind out of @d, entries of @dir: those left
+ * now, and those of @before (left when the listing was asked for), which
+ * may have been removed since and still be in the answer. Frees
+ * @before's paths.
+ */
 static void drop_lefts(struct osbfs *fs, const char *dir, struct rdent *d,
-		       size_t *n)
+		       size_t *n, struct left_take *before)
 {
 	size_t k = 0;
-	if (!fs->cache || !cache_lefts_count(fs->cache))
+	if (!fs->cache || (!before->n && !cache_lefts_count(fs->cache))) {
+		cache_lefts_release(before);
 		return;
+	}
 	for (size_t i = 0; i < *n; i++) {
 		char *path = NULL;
 		bool left = false;
 		if (asprintf(&path, "%s/%s", strcmp(dir, "/") ? dir : "",
 			     d[i].name) >= 0)
-			left = left_at(fs, path);
+			left = in_take(before, path) || left_at(fs, path);
 		free(path);
 		if (left)
 			free(d[i].name);
@@ -511,6 +535,7 @@ static void drop_lefts(struct osbfs *fs, const char *dir, struct rdent *d,
 			d[k++] = d[i];
 	}
 	*n = k;
+	cache_lefts_release(before);
 }
 
 int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret)
@@ -534,7 +559,8 @@ int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret)
 		return fail(rc, &err, "stat", path);
 	fattr_from_stat(ret, &st);
 	osb_stat_release(&st);
-	return 0;
+	/* a rename left a copy there meanwhile */
+	return left_at(fs, path) ? -ENOENT : 0;
 }
 
 static const char *base_name(const char *path)
@@ -566,15 +592,19 @@ int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
 		*ret_depth = 1;
 	if (rc)
 		return rc;
+	struct left_take before;
 	if (!osb_path_is_safe(dir)) {
+		lefts_before(fs, dir, &before);
 		rc = shell_list(fs, dir, ret, ret_n);
 		if (!rc)
-			drop_lefts(fs, dir, *ret, ret_n);
+			drop_lefts(fs, dir, *ret, ret_n, &before);
+		cache_lefts_release(&before);
 		return rc;
 	}
 	rc = remote_enter(fs);
 	if (rc)
 		return rc;
+	lefts_before(fs, dir, &before);
 	do {
 		rc = osb_dir_walk(fs->sb, dir, depth, max, &ents, &n, &cut,
 				  &err);
@@ -587,11 +617,14 @@ int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
 				  &err);
 	if (rc == -ENOENT && err.status != 404)
 		rc = -EIO;
-	if (rc)
+	if (rc) {
+		cache_lefts_release(&before);
 		return fail(rc, &err, "list", dir);
+	}
 	struct rdent *d = calloc(n ? n : 1, sizeof(*d));
 	if (!d) {
 		osb_stat_array_free(ents, n);
+		cache_lefts_release(&before);
 		return -ENOMEM;
 	}
 	size_t k = 0;
@@ -609,7 +642,7 @@ int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
 		k++;
 	}
 	osb_stat_array_free(ents, n);
-	drop_lefts(fs, dir, d, &k);
+	drop_lefts(fs, dir, d, &k, &before);
 	*ret = d;
 	*ret_n = k;
 	if (ret_cut)
@@ -1052,13 +1085,16 @@ int remote_rename(struct osbfs *fs, const char *src, const char *dst,
 		rc = remote_enter(fs);
 		if (rc)
 			return rc;
+		int tries = 0;
 		do {
 			rc = osb_file_move(fs->sb, &m, 1, &err);
+			tries++;
 		} while (rc && again(fs, rc));
-		/* the source was there when the caller looked: a "not found"
-		 * after a repeat (a resume, a resent request) may be our own
-		 * first attempt's doing */
-		if (rc == -ENOENT && moved(fs, src, dst))
+		/* a "not found" after a repeat (a resume) may be our own
+		 * first attempt's doing (the client settles its own resent
+		 * requests so); after one request, the source is missing, and
+		 * a file at the destination is someone else's */
+		if (rc == -ENOENT && tries > 1 && moved(fs, src, dst))
 			rc = 0;
 		if (rc != -EEXIST)
 			return rc ? fail(rc, &err, "rename", src) : 0;
