@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "code_i.h"
 #include "log.h"
@@ -146,6 +147,34 @@ static int on_event(void *arg, const struct osb_event *ev)
 }
 
 /*
+ * A run that execd refuses with "session is busy" did not run (execd
+ * answers so before it starts the code). Right after a run of this
+ * mount ends, its context may still be marked busy for a moment: the
+ * end of the stream can come before execd lets the context go. So a
+ * busy answer is asked again a few times, over about a second, before
+ * it is taken to mean that other code is running there. A run the
+ * mount is leaving is not asked again.
+ */
+static int run_unless_busy(struct run *run, bool *failed, struct osb_error *err)
+{
+	static const long waits_ms[] = { 20, 50, 100, 200, 300, 400 };
+	struct code *cd = run->cd;
+	int rc = osb_code_run(cd->fs->sb, run->id, lang_of(run->cx), run->src,
+			      on_event, run, failed, err);
+	for (size_t i = 0; rc == -EBUSY && !atomic_load(&run->cx->cancel) &&
+			   i < sizeof(waits_ms) / sizeof(*waits_ms);
+	     i++) {
+		struct timespec ts = { 0, waits_ms[i] * 1000000L };
+		nanosleep(&ts, NULL);
+		osb_error_clear(err);
+		*failed = false;
+		rc = osb_code_run(cd->fs->sb, run->id, lang_of(run->cx),
+				  run->src, on_event, run, failed, err);
+	}
+	return rc;
+}
+
+/*
  * The context is gone from execd (restarted, or its context deleted by
  * someone else): the run goes to a new one, which takes the old one's
  * place, and the result says that the earlier state is lost.
@@ -233,8 +262,7 @@ static void *follow_main(void *arg)
 
 	ctx_label(cx, label, sizeof(label));
 	osb_error_clear(&err);
-	int rc = osb_code_run(cd->fs->sb, run->id, lang_of(cx), run->src,
-			      on_event, run, &failed, &err);
+	int rc = run_unless_busy(run, &failed, &err);
 	if (rc == -ENOENT && !atomic_load(&cx->cancel))
 		rc = run_in_new_context(run, label, &failed, &err);
 	if (rc && !atomic_load(&cx->cancel) && code_maybe_ran(rc, &err)) {
