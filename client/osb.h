@@ -461,7 +461,8 @@ bool osb_utf8_valid(const char *s, size_t len);
  * as it is; a backslash as \\, a newline as \n, a carriage return as
  * \r, a tab as \t; every byte of any other control (C0, DEL, C1), of a
  * line separator or bidirectional control, and of invalid UTF-8 as
- * \xNN. So no escape sequence reaches a terminal, no line is forged, and
+ * \xNN; U+FFFD (execd's stand-in for bytes of no UTF-8) as \ufffd. So
+ * no escape sequence reaches a terminal, no line is forged, and
  * different texts stay different. malloc'd, NULL on ENOMEM.
  */
 char *osb_escape(const char *s, size_t len);

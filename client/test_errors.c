@@ -121,6 +121,7 @@ int main(void)
 		{ "\xc0\xaf\xed\xa0\x80", 5, "\\xc0\\xaf\\xed\\xa0\\x80" },
 		{ "c1 \xc2\x9b", 5, "c1 \\xc2\\x9b" },
 		{ "rtl \xe2\x80\xae", 7, "rtl \\xe2\\x80\\xae" },
+		{ "bad\xef\xbf\xbdname", 10, "bad\\ufffdname" },
 		{ "", 0, "" },
 	};
 	for (size_t i = 0; i < sizeof(esc) / sizeof(*esc); i++) {

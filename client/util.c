@@ -304,7 +304,7 @@ char *osb_escape(const char *str, size_t len)
 		return NULL;
 	for (size_t i = 0, n; i < len; i += n) {
 		n = utf8_seq(s + i, len - i, &cp);
-		if (n && cp_shown(cp) && cp != '\\') {
+		if (n && cp_shown(cp) && cp != '\\' && cp != 0xfffd) {
 			memcpy(out + o, s + i, n);
 			o += n;
 			continue;
@@ -318,6 +318,13 @@ char *osb_escape(const char *str, size_t len)
 		if (named) {
 			memcpy(out + o, named, 2);
 			o += 2;
+			continue;
+		}
+		if (cp == 0xfffd && n == 3) {
+			/* execd's stand-in for bytes of no UTF-8: shown
+			 * as what it is, not as a name's own character */
+			memcpy(out + o, "\\ufffd", 6);
+			o += 6;
 			continue;
 		}
 		/* each byte of it, so that the bytes can be told */

@@ -118,7 +118,7 @@ static size_t cut_at(const char *esc, size_t max)
 	while (esc[at]) {
 		size_t n = 1;
 		if (esc[at] == '\\')
-			n = esc[at + 1] == 'x' ? 4 : 2;
+			n = esc[at + 1] == 'x' ? 4 : esc[at + 1] == 'u' ? 6 : 2;
 		else
 			while ((esc[at + n] & 0xc0) == 0x80)
 				n++;

@@ -123,32 +123,20 @@ static void lossy_refused(struct osbfs *fs, fuse_ino_t parent, const char *name)
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (!tell)
 		return;
-	/* the name with each U+FFFD written as \ufffd */
-	char shown[256 * 6 + 1];
-	size_t k = 0;
-	for (const char *s = name; *s && k + 7 < sizeof(shown);) {
-		if (strncmp(s, "\xef\xbf\xbd", 3) == 0) {
-			memcpy(shown + k, "\\ufffd", 6);
-			k += 6;
-			s += 3;
-		} else {
-			shown[k++] = *s++;
-		}
-	}
-	shown[k] = '\0';
+	/* the log shows each U+FFFD of @name as \ufffd (osb_escape()) */
 	if (c)
 		log_error(
 			"%s/%s: the sandbox has a name here that is not "
-			"valid UTF-8 (execd sends U+FFFD, shown as \\ufffd, "
-			"in place of its bytes): it cannot be reached "
+			"valid UTF-8 (execd sends U+FFFD in place of its "
+			"bytes): it cannot be reached "
 			"through the mount (EILSEQ); rename it in the sandbox",
-			dir ? dir : "?", shown);
+			dir ? dir : "?", name);
 	else
-		log_error("%s/%s: a name holding U+FFFD (shown as \\ufffd) is "
+		log_error("%s/%s: a name holding U+FFFD is "
 			  "refused (EILSEQ): execd sends it in place of the "
 			  "bytes of a name that is not UTF-8, so such a name "
 			  "cannot be told from another",
-			  dir ? dir : "?", shown);
+			  dir ? dir : "?", name);
 	free(dir);
 }
 
