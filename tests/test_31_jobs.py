@@ -84,6 +84,23 @@ def test_output_reads_at_any_offset(mount):
     assert read_bytes(path) == want
 
 
+def test_output_size_is_known_when_a_listing_sees_the_end_without_it(mount):
+    """The wrapper writes the exit marker into live/ID and removes the
+    directory; a listing that walks it meanwhile can find the marker with
+    the links to the output already gone. Here the job makes that state
+    itself (it drops the links, writes, and marks its end in live/ while
+    it still runs): the output's size comes from the record."""
+    live = "/tmp/.osbfs/live/$OSBFS_JOB"
+    jid = start(mount, "rm -f %s/stdout %s/stderr; "
+                       "python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(256)) * 400)'; "
+                       "echo oops >&2; : >%s/exit.0; sleep 2" % (live, live, live))
+    assert wait(mount, jid) == "exited 0"
+    path = osb(mount, "jobs", jid, "stdout")
+    assert os.stat(path).st_size == 102400
+    assert read_bytes(path) == bytes(range(256)) * 400
+    assert os.stat(osb(mount, "jobs", jid, "stderr")).st_size == 5
+
+
 def test_follow_stdout_of_a_20s_job_while_two_readers_wait(mount):
     jid = start(mount, "for i in $(seq 1 20); do echo line $i; sleep 1; done; echo err >&2")
     results = {}

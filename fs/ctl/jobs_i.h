@@ -186,8 +186,11 @@ void job_persist_error(struct jobs *js, const char *id, const char *msg);
 
 /* Reads the sandbox's records and merges them into the table. */
 int jobs_sync(struct jobs *js);
-/* After the job left live/: reads its record to learn how it ended. */
-void job_finalize(struct jobs *js, struct job *j);
+/* After the job left live/: reads its record to learn how it ended. Or
+ * live/ showed its exit marker (@code, @when) but not its output: the
+ * record gives the output's sizes, and the code if it has none yet. */
+void job_finalize(struct jobs *js, struct job *j, int code,
+		  struct timespec when);
 /* The job's wrapper went silent: records it as failed in the sandbox
  * and in the table. */
 void job_vanished(struct jobs *js, struct job *j);

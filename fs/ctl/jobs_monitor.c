@@ -75,9 +75,17 @@ static void reset_heartbeats_locked(struct jobs *js)
 		js->all[i]->alive_seen_ms = 0;
 }
 
+/* a job whose exit marker a listing saw without its output's sizes */
+struct marked {
+	struct job *j;
+	int code;
+	struct timespec when;
+};
+
 struct round {
 	struct job **ended, **vanished, **to_kill;
-	size_t nended, nvanished, nkill;
+	struct marked *marked;
+	size_t nended, nvanished, nkill, nmarked;
 	bool strangers; /* live jobs we do not know */
 	bool over;      /* jobs seen ending in live/ */
 };
@@ -91,7 +99,10 @@ static void round_release(struct jobs *js, struct round *r)
 		job_put_locked(js, r->vanished[i]);
 	for (size_t i = 0; i < r->nkill; i++)
 		job_put_locked(js, r->to_kill[i]);
+	for (size_t i = 0; i < r->nmarked; i++)
+		job_put_locked(js, r->marked[i].j);
 	pthread_mutex_unlock(&js->lock);
+	free(r->marked);
 	free(r->ended);
 	free(r->vanished);
 	free(r->to_kill);
@@ -105,7 +116,8 @@ static void round_sort(struct jobs *js, struct rec *live, size_t nlive,
 	r->ended = calloc(cap, sizeof(*r->ended));
 	r->vanished = calloc(cap, sizeof(*r->vanished));
 	r->to_kill = calloc(cap, sizeof(*r->to_kill));
-	if (!r->ended || !r->vanished || !r->to_kill)
+	r->marked = calloc(cap, sizeof(*r->marked));
+	if (!r->ended || !r->vanished || !r->to_kill || !r->marked)
 		return;
 	for (size_t i = 0; i < js->n; i++) {
 		struct job *j = js->all[i];
@@ -122,6 +134,16 @@ static void round_sort(struct jobs *js, struct rec *live, size_t nlive,
 				j->size[k] = l->size[k];
 			if (l->has_out[k])
 				j->mtime[k] = l->mtime[k];
+		}
+		if (l->has_exit && !(l->has_out[0] && l->has_out[1])) {
+			/* ended, and the wrapper was removing live/ID as it
+			 * was listed (the links to the output went first):
+			 * the record says how big the output is */
+			job_get_locked(j);
+			r->marked[r->nmarked++] =
+				(struct marked){ j, l->exit_code,
+						 l->exit_mtime };
+			continue;
 		}
 		if (l->has_exit) {
 			/* ended; the record has its exit marker already */
@@ -188,7 +210,10 @@ void jobs_poll(struct jobs *js)
 	/* a job running here keeps the sandbox in use (idle_pause) */
 	remote_touch_activity(js->fs);
 	for (size_t i = 0; i < r.nended; i++)
-		job_finalize(js, r.ended[i]);
+		job_finalize(js, r.ended[i], -1, (struct timespec){ 0, 0 });
+	for (size_t i = 0; i < r.nmarked; i++)
+		job_finalize(js, r.marked[i].j, r.marked[i].code,
+			     r.marked[i].when);
 	for (size_t i = 0; i < r.nvanished; i++)
 		job_vanished(js, r.vanished[i]);
 	for (size_t i = 0; i < r.nkill; i++) {

@@ -279,7 +279,8 @@ static void end_now(struct jobs *js, struct job *j, int code, const char *error,
 		jobs_after_end(js);
 }
 
-void job_finalize(struct jobs *js, struct job *j)
+void job_finalize(struct jobs *js, struct job *j, int code,
+		  struct timespec when)
 {
 	struct rec r;
 	struct timespec now;
@@ -287,6 +288,13 @@ void job_finalize(struct jobs *js, struct job *j)
 	clock_gettime(CLOCK_REALTIME, &now);
 	/* it left live/: its exit marker, if any, is there already */
 	int rc = rec_read(js, j->id, &r);
+	if (rc == 0 && code >= 0 && !r.has_exit) {
+		/* the marker live/ showed (the record's comes first in
+		 * the wrapper; one the job forged in live/ is taken too) */
+		r.has_exit = true;
+		r.exit_code = code;
+		r.exit_mtime = when;
+	}
 	if (rc == -ENOENT) {
 		end_now(js, j, -1, "its record was removed from the sandbox",
 			now, true);
