@@ -189,3 +189,38 @@ def test_200_editor_saves_cost_at_most_210_requests(server, make_mount):
     assert sum(got.values()) <= 210, got
     assert server.read_file(sid, m.spath("e", "edited.txt")) == b"v200\n"
     assert server.stat(sid, m.spath("e", ".edited.txt.tmp")) is None
+
+
+def test_a_slow_sync_sets_the_directories_times_in_one_command(server, make_mount):
+    """Between batches the write-back sets the times of directories whose
+    files are in at most once a second; a sync that takes longer than that
+    (each upload answered after 1.2 s here) still sets them once, at its
+    end: a slow network or machine costs no more commands."""
+    m = make_mount(options=CACHING + ["writeback_delay=1h"])
+    top = m.p("t")
+    os.mkdir(top)
+    stamp = 1600000000
+    for d in range(3):
+        dp = os.path.join(top, "d%d" % d)
+        os.mkdir(dp)
+        for i in range(300):
+            with open(os.path.join(dp, "f%03d" % i), "w") as f:
+                f.write("%d %d\n" % (d, i))
+        os.utime(dp, (stamp + d, stamp + d))
+    os.utime(top, (stamp, stamp))
+    server.reset_stats()
+    server.set_faults(rate=1.0, kinds=["delay"], delay_ms=1200, method="POST",
+                      path="/files/upload")
+    try:
+        with open(m.p(".osb", "ctl"), "w") as f:
+            f.write("sync\n")
+    finally:
+        server.clear_faults()
+    got = execd_routes(server, m.sandbox_id)
+    print("slow sync:", got)
+    # one command per packed batch unpacks it; one sets the directories' times
+    assert got.get("POST /files/upload", 0) >= 4, got
+    assert got.get("POST /command", 0) <= got["POST /files/upload"] + 1, got
+    for d in range(3):
+        rc, out, _ = server.run(m.sandbox_id, "stat -c %%Y %s" % m.spath("t", "d%d" % d))
+        assert out.split() == [str(stamp + d)]

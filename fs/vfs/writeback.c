@@ -86,6 +86,10 @@ struct writeback {
 	 * would look before it is due: */
 	unsigned busy;         /* workers sending a batch */
 	long long sleep_until; /* a worker wakes by itself then (0: none) */
+	unsigned flushing;     /* wb_flush_all() calls waiting */
+	/* one setting of directory times at a time: two would send the same
+	 * directories twice */
+	pthread_mutex_t times_lock;
 };
 
 struct item {
@@ -923,7 +927,17 @@ static void scan_pending(struct node *n, void *arg)
 	ps->n++;
 }
 
+static int apply_dir_times_locked(struct osbfs *fs);
+
 static int apply_dir_times(struct osbfs *fs)
+{
+	pthread_mutex_lock(&fs->wb->times_lock);
+	int rc = apply_dir_times_locked(fs);
+	pthread_mutex_unlock(&fs->wb->times_lock);
+	return rc;
+}
+
+static int apply_dir_times_locked(struct osbfs *fs)
 {
 	struct pending_scan ps = { .fs = fs };
 
@@ -1024,7 +1038,7 @@ static void *worker(void *arg)
 		memset(items, 0, sizeof(items));
 		size_t n =
 			pick(c, items, &wait, fs->opt->writeback_delay_ms / 2);
-		if (!n && times_waiting && now >= times_at) {
+		if (!n && times_waiting && now >= times_at && !wb->flushing) {
 			times_waiting = false;
 			times_at = now + DIR_TIMES_EVERY_MS;
 			pthread_mutex_unlock(&c->lock);
@@ -1065,7 +1079,12 @@ static void *worker(void *arg)
 		pthread_rwlock_rdlock(&fs->path_lock);
 		run_batch(fs, wb, items, n);
 		now = mono_ms();
-		if (now >= times_at) {
+		/* a sync sets them all once its files are in: as many
+		 * commands however long it takes */
+		pthread_mutex_lock(&c->lock);
+		bool flushing = wb->flushing;
+		pthread_mutex_unlock(&c->lock);
+		if (now >= times_at && !flushing) {
 			apply_dir_times(fs);
 			times_at = now + DIR_TIMES_EVERY_MS;
 			times_waiting = false;
@@ -1120,6 +1139,7 @@ int wb_start(struct osbfs *fs)
 	if (!wb)
 		return -ENOMEM;
 	pthread_cond_init(&wb->kick, NULL);
+	pthread_mutex_init(&wb->times_lock, NULL);
 	fs->wb = wb;
 	for (int i = 0; i < WB_THREADS; i++) {
 		int rc = pthread_create(&wb->threads[i], NULL, worker, fs);
@@ -1151,6 +1171,7 @@ void wb_stop(struct osbfs *fs)
 	if (fs->cache->files_fd >= 0)
 		syncfs(fs->cache->files_fd);
 	pthread_cond_destroy(&wb->kick);
+	pthread_mutex_destroy(&wb->times_lock);
 	free(wb);
 	fs->wb = NULL;
 }
@@ -1272,6 +1293,9 @@ int wb_flush_all(struct osbfs *fs, long timeout_ms)
 	if (timeout_ms >= 0)
 		cond_deadline(&deadline, timeout_ms);
 	pthread_mutex_lock(&c->lock);
+	struct writeback *wb = fs->wb;
+	if (wb)
+		wb->flushing++;
 	if (c->ndirty)
 		w = calloc(c->ndirty, sizeof(*w));
 	for (struct cfile *cf = c->dirty_first; w && cf; cf = cf->dnext) {
@@ -1306,6 +1330,12 @@ int wb_flush_all(struct osbfs *fs, long timeout_ms)
 		if (apply_dir_times(fs))
 			rc = -EIO;
 		pthread_rwlock_unlock(&fs->path_lock);
+	}
+	if (wb) {
+		pthread_mutex_lock(&c->lock);
+		wb->flushing--;
+		pthread_cond_broadcast(&wb->kick); /* times may wait for us */
+		pthread_mutex_unlock(&c->lock);
 	}
 	if (!rc) {
 		pthread_rwlock_wrlock(&fs->path_lock);
