@@ -883,18 +883,6 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	fuse_reply_err(req, ENOSYS);
 }
 
-static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode, dev_t rdev)
-{
-	(void)parent;
-	(void)name;
-	(void)mode;
-	(void)rdev;
-	/* regular files come through create; devices, fifos and sockets
-	 * cannot be made through the API */
-	fuse_reply_err(req, EPERM);
-}
-
 void op_dir_register(struct fuse_lowlevel_ops *ops)
 {
 	ops->opendir = op_opendir;
@@ -909,5 +897,4 @@ void op_dir_register(struct fuse_lowlevel_ops *ops)
 	ops->symlink = op_symlink;
 	ops->readlink = op_readlink;
 	ops->link = op_link;
-	ops->mknod = op_mknod;
 }
