@@ -801,8 +801,11 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 				.mtime = it->m.mtime,
 				.atime = it->m.atime,
 				.chmod = it->m.mode,
+				/* an upload chowns, which clears setuid
+				 * and setgid: they go again each time */
 				.do_chmod = it->m.chmod_needed ||
-					    (it->m.mode & 0777) == 0,
+					    (it->m.mode & 0777) == 0 ||
+					    (it->m.mode & 07000),
 			};
 			if (!it->m.times_set)
 				times[nt].atime.tv_nsec = UTIME_OMIT;
