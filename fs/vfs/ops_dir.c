@@ -13,6 +13,7 @@
 #include "linkmap.h"
 #include "log.h"
 #include "ops.h"
+#include "special.h"
 #include "watch.h"
 #include "writeback.h"
 
@@ -218,9 +219,9 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 			if (d->node) {
 				pthread_mutex_lock(&fs->nodes.lock);
 				e.ino = d->node->ino;
-				e.attr_timeout =
+				e.attr_timeout = attr_timeout_of(fs, d->node);
+				e.entry_timeout =
 					fs->opt->attr_timeout_ms / 1000.0;
-				e.entry_timeout = e.attr_timeout;
 				node_stat(fs, d->node, &e.attr);
 				pthread_mutex_unlock(&fs->nodes.lock);
 			} else {
@@ -749,9 +750,11 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			dir_name_gone(fs, oldp, name);
 		if (newp)
 			dir_changed(fs, newp, src.n);
-		if (!rc && sa.type != OSB_DIR) {
+		if (!rc && sa.type != OSB_DIR)
 			clock_gettime(CLOCK_REALTIME, &src.n->attr.ctime);
-		}
+		/* the sandbox's rename moves the ctime of what it moves */
+		if (!rc)
+			special_touched(fs, src.n);
 		pthread_mutex_unlock(&fs->nodes.lock);
 		if (sa.type == OSB_DIR)
 			cache_records_follow(fs->cache, src.n);

@@ -195,7 +195,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct cfile *cf = NULL;
 	struct fh *f = NULL;
 
-	rc = node_attr(fs, &h, &a);
+	/* a writer sends the mode back with the upload: it must have the
+	 * special bits the sandbox has */
+	rc = writer ? node_attr_bits(fs, &h, &a) : node_attr(fs, &h, &a);
 	if (!rc && a.type == OSB_DIR)
 		rc = -EISDIR;
 	if (!rc && a.type == OSB_OTHER)
@@ -268,6 +270,9 @@ static int create_here(struct osbfs *fs, fuse_ino_t parent, const char *name,
 	if (rc)
 		return rc;
 	int arc = node_attr(fs, h, &a);
+	/* cut to nothing, it keeps its mode, special bits too */
+	if (arc == 0 && a.type == OSB_FILE)
+		arc = node_attr_bits(fs, h, &a);
 	bool existed = arc == 0;
 	struct cfile *cf = NULL;
 	if (arc && arc != -ENOENT)

@@ -351,6 +351,7 @@ static int parse_stat_line(const char *line, struct fattr *a)
 		a->type = OSB_OTHER;
 	}
 	a->mode = rawmode & 07777;
+	a->mode_full = true;
 	a->size = size;
 	ts_parse(mtime, &a->mtime);
 	ts_parse(ctime, &a->ctime);
@@ -508,6 +509,93 @@ int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret)
 		return fail(rc, &err, "stat", path);
 	fattr_from_stat(ret, &st);
 	osb_stat_release(&st);
+	return 0;
+}
+
+int remote_stat_full(struct osbfs *fs, const char *path, struct fattr *ret)
+{
+	int rc = path_check(path);
+	if (rc)
+		return rc;
+	if (left_at(fs, path))
+		return -ENOENT;
+	return shell_stat(fs, path, ret);
+}
+
+/*
+ * The entries with special bits below the directory we are in, down to
+ * %d levels: one line each, the raw mode and the path below it in hex
+ * (any byte survives). Only files and directories: the rest show none.
+ * find's own status is not the answer (an entry gone during the walk
+ * makes it 1): what it printed is.
+ */
+static const char specials_fmt[] =
+	"command -v find >/dev/null || exit 127\n"
+	"cd -- %s || exit 1\n"
+	"find . -mindepth 1 -maxdepth %d \\( -type f -o -type d \\) "
+	"\\( -perm -4000 -o -perm -2000 -o -perm -1000 \\) "
+	"-exec sh -c 'for f do "
+	"m=$(stat -c %%f -- \"$f\") || continue; printf \"%%s \" \"$m\"; "
+	"printf %%s \"${f#./}\" | od -An -v -tx1 | tr -d \" \\n\"; echo; "
+	"done' sh {} + 2>/dev/null\n"
+	"exit 0\n";
+
+int remote_specials(struct osbfs *fs, const char *dir, int depth,
+		    struct rdent **ret, size_t *ret_n)
+{
+	char *out = NULL, *errout = NULL, *script = NULL;
+	int code = 0;
+	int rc = path_check(dir);
+	if (rc)
+		return rc;
+	char *q = osb_shell_quote(dir);
+	if (!q || asprintf(&script, specials_fmt, q, depth) < 0) {
+		free(q);
+		return -ENOMEM;
+	}
+	free(q);
+	rc = remote_shell(fs, script, SHELL_IDEMPOTENT, &out, &errout, &code);
+	free(script);
+	free(errout);
+	if (!rc && code == 127)
+		rc = -ENOTSUP;
+	else if (!rc && code)
+		rc = -ENOENT; /* the directory is gone */
+	size_t cap = 0, n = 0;
+	struct rdent *d = NULL;
+	for (char *line = rc ? NULL : out, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		unsigned rawmode;
+		char *sp = strchr(line, ' ');
+		if (!sp || sscanf(line, "%x", &rawmode) != 1 || !sp[1])
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			struct rdent *g = realloc(d, cap * sizeof(*d));
+			if (!g) {
+				rc = -ENOMEM;
+				break;
+			}
+			d = g;
+		}
+		memset(&d[n], 0, sizeof(d[n]));
+		d[n].name = hex_decode_dup(sp + 1, strlen(sp + 1));
+		if (!d[n].name)
+			continue;
+		d[n].name_len = strlen(d[n].name);
+		d[n].attr.mode = rawmode & 07777;
+		d[n].attr.mode_full = true;
+		n++;
+	}
+	free(out);
+	if (rc) {
+		rdent_array_free(d, n);
+		return rc;
+	}
+	*ret = d;
+	*ret_n = n;
 	return 0;
 }
 

@@ -33,6 +33,17 @@ void fattr_from_stat(struct fattr *a, const struct osb_stat *st);
 const char *path_below(const char *dir, const char *path);
 
 int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret);
+/* The same by a command: slower, but the mode has the special bits
+ * (mode_full), which the file API never reports. */
+int remote_stat_full(struct osbfs *fs, const char *path, struct fattr *ret);
+/*
+ * remote_specials() - the files and directories below @dir, down to
+ * @depth levels, that have setuid, setgid or sticky set: one command.
+ * Each rdent's name is its path below @dir, its attr.mode the bits.
+ * -ENOTSUP: the sandbox has no find; -ENOENT: @dir is gone.
+ */
+int remote_specials(struct osbfs *fs, const char *dir, int depth,
+		    struct rdent **ret, size_t *ret_n);
 int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 		size_t *ret_n);
 /*

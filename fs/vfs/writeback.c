@@ -34,6 +34,7 @@
 #include "journal.h"
 #include "log.h"
 #include "remote.h"
+#include "special.h"
 #include "writeback.h"
 
 #define WB_THREADS 2
@@ -590,6 +591,16 @@ static void mark_sent(struct osbfs *fs, struct item *items, size_t n)
 	}
 }
 
+/* A file or directory of a batch landed with mode @mode (the nodes lock
+ * held): its special bits are the ones it was given, and the directory
+ * it is in has a new ctime, of our doing (special.h). */
+static void ours_landed(struct osbfs *fs, struct node *n, mode_t mode)
+{
+	special_ours(fs, n, mode);
+	if (n->parent)
+		special_touched(fs, n->parent);
+}
+
 /* The end of a batch: @rc is how its files went, @drc its directories. */
 static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		   size_t n, int files_rc, int drc, bool times_ok)
@@ -655,6 +666,7 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			if (cf->node) {
 				cf->node->change_gen = ++fs->nodes.change_seq;
 				cf->node->attr.mode = it->m.mode & 07777;
+				ours_landed(fs, cf->node, it->m.mode);
 			}
 			continue;
 		}
@@ -671,6 +683,8 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			cf->node->attr.mtime = it->m.mtime;
 			cf->node->attr.mode = it->m.mode & 07777;
 		}
+		if (cf->node)
+			ours_landed(fs, cf->node, it->m.mode);
 	}
 	pthread_cond_broadcast(&c->changed);
 	pthread_mutex_unlock(&c->lock);
@@ -928,6 +942,7 @@ static int apply_dir_times(struct osbfs *fs)
 			fs->pending_dir_times--;
 			n->attr.mtime = ps.d[i].mtime;
 			n->change_gen = ++fs->nodes.change_seq;
+			special_touched(fs, n);
 		}
 		node_unref(&fs->nodes, n);
 	}
@@ -952,6 +967,8 @@ int wb_lefts_remove(struct osbfs *fs, const char *below, long long now)
 	int rc = cache_sync(fs->cache);
 	if (!rc)
 		rc = remote_unlink_many(fs, t.path, t.n);
+	for (size_t i = 0; !rc && i < t.n; i++)
+		special_touched_dir_of(fs, t.path[i]);
 	if (rc)
 		log_error("could not remove %zu cop%s left in the sandbox by "
 			  "saves, first %s: %s; retried",
