@@ -540,6 +540,41 @@ static const char specials_fmt[] =
 	"done' sh {} + 2>/dev/null\n"
 	"exit 0\n";
 
+int remote_specials_parse(char *out, struct rdent **ret, size_t *ret_n)
+{
+	size_t cap = 0, n = 0;
+	struct rdent *d = NULL;
+	for (char *line = out, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		unsigned rawmode;
+		char *sp = strchr(line, ' ');
+		if (!sp || sscanf(line, "%x", &rawmode) != 1 || !sp[1])
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			struct rdent *g = realloc(d, cap * sizeof(*d));
+			if (!g) {
+				rdent_array_free(d, n);
+				return -ENOMEM;
+			}
+			d = g;
+		}
+		memset(&d[n], 0, sizeof(d[n]));
+		d[n].name = hex_decode_dup(sp + 1, strlen(sp + 1));
+		if (!d[n].name)
+			continue;
+		d[n].name_len = strlen(d[n].name);
+		d[n].attr.mode = rawmode & 07777;
+		d[n].attr.mode_full = true;
+		n++;
+	}
+	*ret = d;
+	*ret_n = n;
+	return 0;
+}
+
 int remote_specials(struct osbfs *fs, const char *dir, int depth,
 		    struct rdent **ret, size_t *ret_n)
 {
@@ -561,42 +596,10 @@ int remote_specials(struct osbfs *fs, const char *dir, int depth,
 		rc = -ENOTSUP;
 	else if (!rc && code)
 		rc = -ENOENT; /* the directory is gone */
-	size_t cap = 0, n = 0;
-	struct rdent *d = NULL;
-	for (char *line = rc ? NULL : out, *next; line && *line; line = next) {
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		unsigned rawmode;
-		char *sp = strchr(line, ' ');
-		if (!sp || sscanf(line, "%x", &rawmode) != 1 || !sp[1])
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			struct rdent *g = realloc(d, cap * sizeof(*d));
-			if (!g) {
-				rc = -ENOMEM;
-				break;
-			}
-			d = g;
-		}
-		memset(&d[n], 0, sizeof(d[n]));
-		d[n].name = hex_decode_dup(sp + 1, strlen(sp + 1));
-		if (!d[n].name)
-			continue;
-		d[n].name_len = strlen(d[n].name);
-		d[n].attr.mode = rawmode & 07777;
-		d[n].attr.mode_full = true;
-		n++;
-	}
+	if (!rc)
+		rc = remote_specials_parse(out, ret, ret_n);
 	free(out);
-	if (rc) {
-		rdent_array_free(d, n);
-		return rc;
-	}
-	*ret = d;
-	*ret_n = n;
-	return 0;
+	return rc;
 }
 
 static const char *base_name(const char *path)

@@ -44,6 +44,9 @@ int remote_stat_full(struct osbfs *fs, const char *path, struct fattr *ret);
  */
 int remote_specials(struct osbfs *fs, const char *dir, int depth,
 		    struct rdent **ret, size_t *ret_n);
+/* Its command's output @out (changed in place), read: lines of a hex
+ * mode and a hex path; any other line is skipped. For the tests. */
+int remote_specials_parse(char *out, struct rdent **ret, size_t *ret_n);
 int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 		size_t *ret_n);
 /*
