@@ -355,7 +355,10 @@ static int attr_get(struct osbfs *fs, struct held *h, struct fattr *ret,
 	/* the sandbox's version may not be the one cached: it goes */
 	if (h->n->cf && fetched && !raced && !node_has_local(fs, h->n))
 		cache_check_version(fs->cache, h->n->cf, &a);
+	bool root = fetched && h->n == fs->nodes.root;
 	pthread_mutex_unlock(&fs->nodes.lock);
+	if (root)
+		special_root_save(fs);
 	return rc;
 }
 

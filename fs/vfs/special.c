@@ -4,9 +4,12 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "hex.h"
 #include "log.h"
 #include "ops.h"
 #include "special.h"
@@ -171,6 +174,68 @@ static void settle(struct special_ask *sa, struct node_table *nt,
 		if (same_time(&n->attr.ctime, &n->special_ctime))
 			n->attr.mode = (n->attr.mode & 0777) | n->special;
 	}
+}
+
+/*
+ * The root's special bits outlive the mount in the slot's file ROOT_FILE
+ * ("<ctime> <octal bits> <hex path>"): a remount whose root still has that
+ * ctime knows them without a command (a remount sends none otherwise).
+ */
+#define ROOT_FILE "root-mode"
+
+void special_root_load(struct osbfs *fs)
+{
+	char *path = NULL, hex[8200];
+	long long sec;
+	long nsec;
+	unsigned bits;
+	if (asprintf(&path, "%s/" ROOT_FILE, cache_dir(fs->cache)) < 0)
+		return;
+	FILE *f = fopen(path, "re");
+	free(path);
+	if (!f)
+		return;
+	bool ok =
+		fscanf(f, "%lld.%ld %o %8199s", &sec, &nsec, &bits, hex) == 4 &&
+		nsec >= 0 && nsec < 1000000000L;
+	fclose(f);
+	char *dir = ok ? hex_decode_dup(hex, strlen(hex)) : NULL;
+	if (dir && strcmp(dir, fs->root) == 0) {
+		struct node *r = fs->nodes.root;
+		pthread_mutex_lock(&fs->nodes.lock);
+		r->special = bits & SPECIAL_BITS;
+		r->special_state = SPECIAL_KNOWN;
+		r->special_ctime = (struct timespec){ (time_t)sec, nsec };
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	free(dir);
+}
+
+void special_root_save(struct osbfs *fs)
+{
+	struct node *r = fs->nodes.root;
+	pthread_mutex_lock(&fs->nodes.lock);
+	bool known = r->special_state == SPECIAL_KNOWN;
+	struct timespec ct = r->special_ctime;
+	mode_t bits = r->special;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	char *tmp = NULL, *path = NULL;
+	if (!known || asprintf(&tmp, "%s/" ROOT_FILE ".%d",
+			       cache_dir(fs->cache), gettid()) < 0)
+		return;
+	FILE *f = asprintf(&path, "%s/" ROOT_FILE, cache_dir(fs->cache)) < 0 ?
+			  NULL :
+			  fopen(tmp, "we");
+	if (f) {
+		fprintf(f, "%lld.%09ld %o ", (long long)ct.tv_sec, ct.tv_nsec,
+			(unsigned)bits);
+		hex_put(f, fs->root);
+		fputc('\n', f);
+		if (fclose(f) != 0 || rename(tmp, path) != 0)
+			unlink(tmp);
+	}
+	free(tmp);
+	free(path);
 }
 
 static atomic_bool no_find;

@@ -54,6 +54,12 @@ void special_touched(struct osbfs *fs, struct node *n);
  * nodes lock). */
 void special_touched_dir_of(struct osbfs *fs, const char *path);
 
+/* The root's bits as the last mount in this cache slot knew them, with
+ * the ctime they go with (at start); and saving them, after a report of
+ * the root (neither with the nodes lock held). */
+void special_root_load(struct osbfs *fs);
+void special_root_save(struct osbfs *fs);
+
 /* The entries of one listing whose special bits a command is to ask. */
 struct special_ask {
 	uint64_t id;
