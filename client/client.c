@@ -231,9 +231,65 @@ const char *osb_sandbox_id(const struct osb_sandbox *sb)
 	return sb->id;
 }
 
-const char *osb_sandbox_execd_url(const struct osb_sandbox *sb)
+char *osb_sandbox_execd_url(struct osb_sandbox *sb)
 {
-	return sb->execd.url;
+	pthread_mutex_lock(&sb->lock);
+	char *url = xstrdup_or_null(sb->execd.url);
+	pthread_mutex_unlock(&sb->lock);
+	return url;
+}
+
+static bool same_headers(const struct osb_kvlist *a, const struct osb_kvlist *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++) {
+		const char *v = osb_kvlist_get(b, a->items[i].key);
+		if (!v || strcmp(v, a->items[i].value) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* Takes @ep as execd's endpoint. 1 when it differs from the one in use
+ * (then calls of other threads take it at their next attempt, and the
+ * moved hook is told), else 0. */
+static int execd_take(struct osb_sandbox *sb, struct osb_endpoint *ep)
+{
+	char *old = NULL, *now = NULL;
+	pthread_mutex_lock(&sb->lock);
+	bool same_url = sb->execd.url && strcmp(sb->execd.url, ep->url) == 0;
+	bool moved =
+		!same_url || !same_headers(&sb->execd.headers, &ep->headers);
+	osb_kvlist_release(&sb->execd.headers);
+	sb->execd.headers = ep->headers;
+	if (same_url) {
+		free(ep->url);
+	} else {
+		old = sb->execd.url;
+		sb->execd.url = ep->url;
+	}
+	memset(ep, 0, sizeof(*ep));
+	if (moved) {
+		sb->execd_gen++;
+		now = xstrdup_or_null(sb->execd.url);
+	}
+	/* the sidecar may sit behind execd's address (bridge networking):
+	 * looked up again on its next use */
+	if (sb->have_egress) {
+		osb_endpoint_release(&sb->egress);
+		sb->have_egress = false;
+	}
+	pthread_mutex_unlock(&sb->lock);
+	if (moved && sb->c->hooks.moved)
+		sb->c->hooks.moved(sb->c->hooks.arg, sb->id,
+				   old ? old :
+				   now ? now :
+					 "",
+				   now ? now : "");
+	free(old);
+	free(now);
+	return moved;
 }
 
 int osb_sandbox_refresh(struct osb_sandbox *sb, struct osb_error *err)
@@ -242,23 +298,21 @@ int osb_sandbox_refresh(struct osb_sandbox *sb, struct osb_error *err)
 	int rc = osb_endpoint_get(sb->c, sb->id, OSB_EXECD_PORT, &ep, err);
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&sb->lock);
-	/* the URL string handed out by osb_sandbox_execd_url() stays valid
-	 * when it did not change */
-	if (sb->execd.url && strcmp(sb->execd.url, ep.url) == 0) {
-		osb_kvlist_release(&sb->execd.headers);
-		sb->execd.headers = ep.headers;
-		free(ep.url);
-	} else {
-		osb_endpoint_release(&sb->execd);
-		sb->execd = ep;
-	}
-	if (sb->have_egress) {
-		osb_endpoint_release(&sb->egress);
-		sb->have_egress = false;
-	}
-	pthread_mutex_unlock(&sb->lock);
+	execd_take(sb, &ep);
 	return 0;
+}
+
+int osb_sandbox_locate(struct osb_sandbox *sb, struct osb_error *err)
+{
+	long long now = now_ms(), last = atomic_load(&sb->located_ms);
+	if ((last && now - last < OSB_LOCATE_EVERY_MS) ||
+	    !atomic_compare_exchange_strong(&sb->located_ms, &last, now))
+		return 0; /* asked a moment ago, by this thread or another */
+	struct osb_endpoint ep;
+	int saved = osb_thread_set_retries(0);
+	int rc = osb_endpoint_get(sb->c, sb->id, OSB_EXECD_PORT, &ep, err);
+	osb_thread_set_retries(saved);
+	return rc ? rc : execd_take(sb, &ep);
 }
 
 static int target_copy(struct osb_sandbox *sb, const struct osb_endpoint *ep,
@@ -279,16 +333,6 @@ static int target_copy(struct osb_sandbox *sb, const struct osb_endpoint *ep,
 		return -ENOMEM;
 	}
 	return 0;
-}
-
-int sandbox_execd_target(struct osb_sandbox *sb, struct target *ret,
-			 struct osb_error *err)
-{
-	(void)err;
-	pthread_mutex_lock(&sb->lock);
-	int rc = target_copy(sb, &sb->execd, true, ret);
-	pthread_mutex_unlock(&sb->lock);
-	return rc;
 }
 
 int sandbox_egress_target(struct osb_sandbox *sb, struct target *ret,
@@ -325,19 +369,52 @@ void target_release(struct target *t)
 	osb_kvlist_release(&t->headers);
 }
 
+/* Where one execd call goes: a copy of the endpoint, taken again when a
+ * refused attempt finds that execd moved (retarget). */
+struct execd_dest {
+	struct osb_sandbox *sb;
+	struct target t;
+	unsigned gen;
+};
+
+static void execd_retarget(void *arg, struct http_request *rq)
+{
+	struct execd_dest *d = arg;
+	struct osb_sandbox *sb = d->sb;
+	osb_sandbox_locate(sb, NULL);
+	pthread_mutex_lock(&sb->lock);
+	struct target t;
+	if (sb->execd_gen != d->gen &&
+	    target_copy(sb, &sb->execd, true, &t) == 0) {
+		target_release(&d->t);
+		d->t = t;
+		d->gen = sb->execd_gen;
+	}
+	pthread_mutex_unlock(&sb->lock);
+	rq->base = d->t.base;
+	rq->headers = &d->t.headers;
+}
+
 int execd_call(struct osb_sandbox *sb, struct http_request *rq,
 	       struct http_response *rs, struct osb_error *err)
 {
-	struct target t;
-	int rc = sandbox_execd_target(sb, &t, err);
+	struct execd_dest d = { .sb = sb };
+	pthread_mutex_lock(&sb->lock);
+	int rc = target_copy(sb, &sb->execd, true, &d.t);
+	d.gen = sb->execd_gen;
+	pthread_mutex_unlock(&sb->lock);
 	if (rc)
 		return rc;
-	rq->base = t.base;
-	rq->headers = &t.headers;
+	rq->base = d.t.base;
+	rq->headers = &d.t.headers;
+	rq->retarget = execd_retarget;
+	rq->retarget_arg = &d;
 	rc = http_call(sb->c, rq, rs, err);
 	rq->base = NULL;
 	rq->headers = NULL;
-	target_release(&t);
+	rq->retarget = NULL;
+	rq->retarget_arg = NULL;
+	target_release(&d.t);
 	return rc;
 }
 

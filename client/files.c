@@ -647,7 +647,10 @@ static bool path_exists(struct osb_sandbox *sb, const char *path)
 /*
  * A move is not repeated blindly: after a lost answer, the pairs whose
  * source is gone and whose destination exists are taken as done, and the
- * request is sent again for the rest.
+ * request is sent again for the rest. A source not found by a request
+ * sent again is looked for the same way: the first one may have moved
+ * it after all. Only then: on a first request, a missing source is
+ * ENOENT, whatever the destination holds.
  */
 int osb_file_move(struct osb_sandbox *sb, const struct osb_move *moves,
 		  size_t n, struct osb_error *err)
@@ -671,13 +674,18 @@ int osb_file_move(struct osb_sandbox *sb, const struct osb_move *moves,
 		 * or may not have happened */
 		bool lost = rc &&
 			    (rs.retryable || (rs.status == 500 && rc == -EIO));
+		bool again_gone = rc == -ENOENT && attempt > 1;
 		free(body);
 		http_response_release(&rs);
-		if (!rc || !lost || attempt > sb->c->max_retries)
+		if (!rc || !(lost || again_gone) ||
+		    (lost && attempt > sb->c->max_retries))
 			break;
+		size_t was = done;
 		while (done < n && !path_exists(sb, moves[done].src) &&
 		       path_exists(sb, moves[done].dest))
 			done++;
+		if (again_gone && done == was)
+			break; /* missing indeed */
 		osb_error_clear(err);
 		rc = 0;
 		if (done < n)

@@ -493,6 +493,8 @@ int http_call(struct osb_client *c, const struct http_request *rq,
 		  thread_retries >= 0 ? thread_retries :
 					c->max_retries;
 	int timeouts = 0;
+	struct http_request cur = *rq; /* its target may move (retarget) */
+	rq = &cur;
 
 	for (int attempt = 1;; attempt++) {
 		CURLcode crc = CURLE_OK;
@@ -569,5 +571,7 @@ int http_call(struct osb_client *c, const struct http_request *rq,
 		sleep_ms(http_backoff_ms(c, attempt));
 		if (cancel_flag && atomic_load(cancel_flag))
 			return -ECANCELED;
+		if (cur.retarget && curl_unsent(crc))
+			cur.retarget(cur.retarget_arg, &cur);
 	}
 }

@@ -249,6 +249,10 @@ struct osb_hooks {
 	void (*begin)(void *arg);
 	void (*progress)(void *arg);
 	void (*end)(void *arg);
+	/* execd of sandbox @id was found at another address (or with other
+	 * headers): @old_url, now @new_url (osb_sandbox_locate()) */
+	void (*moved)(void *arg, const char *id, const char *old_url,
+		      const char *new_url);
 	void *arg;
 };
 void osb_client_set_hooks(struct osb_client *c, const struct osb_hooks *h);
@@ -393,10 +397,26 @@ int osb_sandbox_open(struct osb_client *c, const char *id,
 		     struct osb_sandbox **ret, struct osb_error *err);
 void osb_sandbox_close(struct osb_sandbox *sb);
 const char *osb_sandbox_id(const struct osb_sandbox *sb);
-/* The execd base URL in use (for `info`; carries no secret). */
-const char *osb_sandbox_execd_url(const struct osb_sandbox *sb);
+/* A copy of the execd base URL in use (for `info`; carries no secret):
+ * malloc'd, NULL when out of memory. Another thread may move it
+ * meanwhile (osb_sandbox_locate()), so no pointer into the handle is
+ * handed out. */
+char *osb_sandbox_execd_url(struct osb_sandbox *sb);
 /* Looks the endpoints up again (after a restart of the sandbox). */
 int osb_sandbox_refresh(struct osb_sandbox *sb, struct osb_error *err);
+/*
+ * osb_sandbox_locate() - asks the lifecycle server where execd is now
+ * (one GET .../endpoints/44772, not retried) and sends every later call
+ * there: a restart of the sandbox or of its host may give execd another
+ * address. Calls in flight go on where they were sent; their retries go
+ * to the new address (an execd call whose connection is refused asks this
+ * itself before it tries again). Asks at most once per
+ * OSB_LOCATE_EVERY_MS per handle: a call sooner asks nothing and returns
+ * 0. Returns 1 when the address or its headers changed, 0 when not, or a
+ * negative errno. Safe to call from any thread.
+ */
+#define OSB_LOCATE_EVERY_MS 1000
+int osb_sandbox_locate(struct osb_sandbox *sb, struct osb_error *err);
 /* GET /ping: 0 when execd answers. */
 int osb_ping(struct osb_sandbox *sb, struct osb_error *err);
 /* Polls /ping until it answers or @timeout_ms passes (-ETIMEDOUT). */
@@ -435,6 +455,17 @@ void osb_stat_array_free(struct osb_stat *sts, size_t n);
 bool osb_path_is_safe(const char *path);
 /* true when @s is valid UTF-8 (a name that can cross the JSON APIs). */
 bool osb_utf8_valid(const char *s, size_t len);
+/*
+ * osb_escape() - @len bytes of @s (a name or a message from a sandbox or
+ * a server) as text fit for one log line or a terminal: printable UTF-8
+ * as it is; a backslash as \\, a newline as \n, a carriage return as
+ * \r, a tab as \t; every byte of any other control (C0, DEL, C1), of a
+ * line separator or bidirectional control, and of invalid UTF-8 as
+ * \xNN; U+FFFD (execd's stand-in for bytes of no UTF-8) as \ufffd. So
+ * no escape sequence reaches a terminal, no line is forged, and
+ * different texts stay different. malloc'd, NULL on ENOMEM.
+ */
+char *osb_escape(const char *s, size_t len);
 
 /* lstat of one path (symlinks are not followed). -ENOENT if missing. */
 int osb_file_stat(struct osb_sandbox *sb, const char *path,
@@ -559,6 +590,7 @@ struct osb_tar_entry {
 	char type;             /* '0' a regular file, '5' a directory, ... */
 	int64_t size;          /* of its data (0 for all but files) */
 	struct timespec mtime; /* to the nanosecond from a pax header */
+	struct timespec ctime; /* from a pax header; {0, 0} if none */
 	int64_t data_off;      /* where its data starts in the archive */
 };
 /*

@@ -106,8 +106,10 @@ struct osb_sandbox {
 	char *id;
 	pthread_mutex_t lock; /* guards the endpoints below */
 	struct osb_endpoint execd;
+	unsigned execd_gen; /* moves on when execd's endpoint changes */
 	struct osb_endpoint egress;
 	bool have_egress;
+	atomic_llong located_ms; /* the last osb_sandbox_locate() asking */
 };
 
 /* Copies of the execd/egress base URL and headers, for one call. */
@@ -115,8 +117,6 @@ struct target {
 	char *base;
 	struct osb_kvlist headers;
 };
-int sandbox_execd_target(struct osb_sandbox *sb, struct target *ret,
-			 struct osb_error *err);
 int sandbox_egress_target(struct osb_sandbox *sb, struct target *ret,
 			  struct osb_error *err);
 void target_release(struct target *t);
@@ -163,6 +163,10 @@ struct http_request {
 	bool bulk;      /* file contents: large transfer buffers */
 	enum http_retry retry;
 	bool no_retry; /* one attempt only */
+	/* before another attempt of a request that never left (a refused
+	 * connection): may point base and headers elsewhere */
+	void (*retarget)(void *arg, struct http_request *rq);
+	void *retarget_arg;
 };
 
 struct http_response {

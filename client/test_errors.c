@@ -1,10 +1,12 @@
 /*
  * test_errors.c - the HTTP/curl -> errno table (errors.c), row by row,
- * with the texts execd really sends (docs/SERVER.md §5, §7).
+ * with the texts execd really sends (docs/SERVER.md §5, §7); the checks
+ * of paths and UTF-8, and osb_escape().
  */
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "osb_i.h"
@@ -103,6 +105,34 @@ int main(void)
 	expect(osb_utf8_valid("\xc3\xa9t\xc3\xa9", 5) ? 1 : 0, 1, "utf8");
 	expect(osb_utf8_valid("\xc0\xaf", 2) ? 1 : 0, 0, "overlong");
 	expect(osb_utf8_valid("\xed\xa0\x80", 3) ? 1 : 0, 0, "surrogate");
+
+	static const struct {
+		const char *in;
+		size_t len;
+		const char *out;
+	} esc[] = {
+		{ "plain /w/a b.txt", 16, "plain /w/a b.txt" },
+		{ "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14,
+		  "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80" },
+		{ "a\nb\rc\td\\e", 9, "a\\nb\\rc\\td\\\\e" },
+		{ "\x1b[31mred\x7f", 9, "\\x1b[31mred\\x7f" },
+		{ "nul\0x", 5, "nul\\x00x" },
+		{ "\xff\xc3", 2, "\\xff\\xc3" },
+		{ "\xc0\xaf\xed\xa0\x80", 5, "\\xc0\\xaf\\xed\\xa0\\x80" },
+		{ "c1 \xc2\x9b", 5, "c1 \\xc2\\x9b" },
+		{ "rtl \xe2\x80\xae", 7, "rtl \\xe2\\x80\\xae" },
+		{ "bad\xef\xbf\xbdname", 10, "bad\\ufffdname" },
+		{ "", 0, "" },
+	};
+	for (size_t i = 0; i < sizeof(esc) / sizeof(*esc); i++) {
+		char *e = osb_escape(esc[i].in, esc[i].len);
+		if (!e || strcmp(e, esc[i].out) != 0) {
+			fprintf(stderr, "FAIL osb_escape #%zu: got %s\n", i,
+				e ? e : "NULL");
+			failures++;
+		}
+		free(e);
+	}
 
 	if (failures)
 		fprintf(stderr, "%d failures\n", failures);

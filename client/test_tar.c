@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "osb_i.h"
@@ -147,6 +148,9 @@ static void test_gnu_tar(void)
 		 "tar --format=posix -c -f a.tar d",
 		 dir);
 	CHECK(system(cmd) == 0, "%s", cmd);
+	struct stat st;
+	snprintf(cmd, sizeof(cmd), "%s/d/e/f", dir);
+	CHECK(stat(cmd, &st) == 0, "stat %s", cmd);
 	snprintf(cmd, sizeof(cmd), "%s/a.tar", dir);
 	int fd = open(cmd, O_RDONLY);
 	struct osb_tar_entry e[8];
@@ -157,11 +161,13 @@ static void test_gnu_tar(void)
 		if (strcmp(e[i].path, "d/e/f") == 0) {
 			found = e[i].type == '0' && e[i].size == 3 &&
 				e[i].mtime.tv_sec == 1600000000 &&
-				e[i].mtime.tv_nsec == 987654321;
+				e[i].mtime.tv_nsec == 987654321 &&
+				e[i].ctime.tv_sec == st.st_ctim.tv_sec &&
+				e[i].ctime.tv_nsec == st.st_ctim.tv_nsec;
 		}
 		osb_tar_entry_release(&e[i]);
 	}
-	CHECK(found, "d/e/f with its size and mtime");
+	CHECK(found, "d/e/f with its size, mtime and ctime");
 	if (fd >= 0)
 		close(fd);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

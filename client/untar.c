@@ -3,7 +3,8 @@
  * small files so that they travel in one download.
  *
  * It reads what GNU tar writes with --format=posix (ustar headers, pax
- * extended headers with the path, size and mtime to the nanosecond) and
+ * extended headers with the path, size, mtime and ctime to the
+ * nanosecond) and
  * plain ustar and GNU long names too. The archive comes from the
  * sandbox, so nothing in it is trusted: every header's checksum is
  * checked, every length against the archive's end, and a name is only
@@ -131,6 +132,7 @@ struct pax {
 	int64_t size; /* -1: not given */
 	bool have_mtime;
 	struct timespec mtime;
+	struct timespec ctime; /* {0, 0}: not given */
 };
 
 /* Parses the "LEN key=value\n" records of an extended header. */
@@ -172,6 +174,9 @@ static int pax_parse(const char *d, size_t n, struct pax *x)
 			if (!pax_time(v, vlen, &x->mtime))
 				return -EINVAL;
 			x->have_mtime = true;
+		} else if (klen == 5 && memcmp(kv, "ctime", 5) == 0) {
+			if (!pax_time(v, vlen, &x->ctime))
+				return -EINVAL;
 		}
 		i += len;
 	}
@@ -286,6 +291,7 @@ int osb_tar_next(int fd, int64_t *pos, int64_t end, struct osb_tar_entry *e)
 			int64_t m = number(h + 136, 12);
 			e->mtime.tv_sec = m < 0 ? 0 : (time_t)m;
 		}
+		e->ctime = x.ctime;
 		e->data_off = data;
 		*pos = data + blocks(e->size);
 		rc = 1;

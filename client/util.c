@@ -1,9 +1,11 @@
 /*
  * util.c - small helpers of libosb: growable buffers with a cap, URL
- * encoding, key/value lists, errors, clocks, shell quoting, UTF-8 checks
- * and the RFC 3339 times of the APIs.
+ * encoding, key/value lists, errors, clocks, shell quoting, UTF-8 checks,
+ * text escaped for a log or a terminal, and the RFC 3339 times of the
+ * APIs.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,44 +228,117 @@ char *osb_shell_quote(const char *s)
 	return b.data;
 }
 
+/* The length of the valid UTF-8 sequence at @s (@len bytes left), its
+ * code point in *ret_cp; 0 when it is none (a stray or missing
+ * continuation byte, an overlong form, a surrogate, past U+10FFFF). */
+static size_t utf8_seq(const unsigned char *s, size_t len, unsigned *ret_cp)
+{
+	unsigned char c = s[0];
+	size_t n;
+	unsigned cp;
+
+	if (c < 0x80) {
+		*ret_cp = c;
+		return 1;
+	} else if ((c & 0xe0) == 0xc0) {
+		n = 1;
+		cp = c & 0x1f;
+	} else if ((c & 0xf0) == 0xe0) {
+		n = 2;
+		cp = c & 0x0f;
+	} else if ((c & 0xf8) == 0xf0) {
+		n = 3;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	for (size_t k = 1; k <= n; k++) {
+		if (k >= len || (s[k] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[k] & 0x3f);
+	}
+	if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) ||
+	    (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	*ret_cp = cp;
+	return n + 1;
+}
+
 bool osb_utf8_valid(const char *str, size_t len)
 {
 	const unsigned char *s = (const unsigned char *)str;
-	size_t i = 0;
+	unsigned cp;
 
-	while (i < len) {
-		unsigned char c = s[i];
-		size_t n;
-		unsigned int cp;
-
-		if (c < 0x80) {
-			i++;
-			continue;
-		} else if ((c & 0xe0) == 0xc0) {
-			n = 1;
-			cp = c & 0x1f;
-		} else if ((c & 0xf0) == 0xe0) {
-			n = 2;
-			cp = c & 0x0f;
-		} else if ((c & 0xf8) == 0xf0) {
-			n = 3;
-			cp = c & 0x07;
-		} else {
+	for (size_t i = 0, n; i < len; i += n) {
+		n = utf8_seq(s + i, len - i, &cp);
+		if (!n)
 			return false;
-		}
-		for (size_t k = 1; k <= n; k++) {
-			if (i + k >= len || (s[i + k] & 0xc0) != 0x80)
-				return false;
-			cp = (cp << 6) | (s[i + k] & 0x3f);
-		}
-		/* overlong forms, surrogates, beyond U+10FFFF */
-		if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) ||
-		    (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
-		    (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-		i += n + 1;
 	}
 	return true;
+}
+
+/* Whether code point @cp is kept as it is by osb_escape(): not a control
+ * (C0, DEL, C1), nor one that moves or reorders what a terminal shows
+ * after it (line and paragraph separators, bidirectional marks,
+ * embeddings, overrides and isolates). */
+static bool cp_shown(unsigned cp)
+{
+	return cp >= 0x20 && cp != 0x7f && !(cp >= 0x80 && cp < 0xa0) &&
+	       cp != 0x61c && cp != 0x200e && cp != 0x200f &&
+	       !(cp >= 0x2028 && cp <= 0x202e) &&
+	       !(cp >= 0x2066 && cp <= 0x2069);
+}
+
+char *osb_escape(const char *str, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = (const unsigned char *)str;
+	size_t o = 0;
+	unsigned cp;
+
+	if (len > (SIZE_MAX - 1) / 4)
+		return NULL;
+	char *out = malloc(len * 4 + 1); /* "\xNN" at most, per byte */
+	if (!out)
+		return NULL;
+	for (size_t i = 0, n; i < len; i += n) {
+		n = utf8_seq(s + i, len - i, &cp);
+		if (n && cp_shown(cp) && cp != '\\' && cp != 0xfffd) {
+			memcpy(out + o, s + i, n);
+			o += n;
+			continue;
+		}
+		const char *named = n != 1     ? NULL :
+				    cp == '\\' ? "\\\\" :
+				    cp == '\n' ? "\\n" :
+				    cp == '\r' ? "\\r" :
+				    cp == '\t' ? "\\t" :
+						 NULL;
+		if (named) {
+			memcpy(out + o, named, 2);
+			o += 2;
+			continue;
+		}
+		if (cp == 0xfffd && n == 3) {
+			/* execd's stand-in for bytes of no UTF-8: shown
+			 * as what it is, not as a name's own character */
+			memcpy(out + o, "\\ufffd", 6);
+			o += 6;
+			continue;
+		}
+		/* each byte of it, so that the bytes can be told */
+		if (!n)
+			n = 1;
+		for (size_t k = 0; k < n; k++) {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[s[i + k] >> 4];
+			out[o++] = hex[s[i + k] & 15];
+		}
+	}
+	out[o] = '\0';
+	return out;
 }
 
 bool osb_path_is_safe(const char *path)

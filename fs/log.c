@@ -4,6 +4,13 @@
  * there is one (log_file=, or where the daemon has no syslog), and into a
  * ring of recent lines that `.osb/log` shows. Thread-safe.
  *
+ * Every message is escaped here, where it is made, whatever it holds: a
+ * name or an error text from the sandbox can forge no line and send no
+ * escape sequence to a terminal (osb_escape(): controls, invalid UTF-8
+ * and backslashes as \n, \x1b, \\...; no message of ours needs a raw
+ * control byte). So are the lines of the ring, the file, stderr, syslog
+ * and last_error.
+ *
  * A line is kept whole up to LOG_LINE_MAX bytes (a 4 KiB path and the
  * reason after it). A message identical to the one before (same level,
  * same text) is not written again: it is counted, and written once as
@@ -24,6 +31,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "osb.h"
 
 #define RING 256
 /* while a message repeats, its count is written out this often */
@@ -102,18 +110,39 @@ void log_quiet_stderr(void)
 static const char *const names[] = { "debug", "info", "warning", "error" };
 static const int prios[] = { LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERR };
 
-/* The message of @fmt, malloc'd, cut to LOG_LINE_MAX bytes. */
+/* Where to cut @esc (osb_escape()'s output) to keep it within @max
+ * bytes: never inside an escape or a UTF-8 sequence. */
+static size_t cut_at(const char *esc, size_t max)
+{
+	size_t at = 0;
+	while (esc[at]) {
+		size_t n = 1;
+		if (esc[at] == '\\')
+			n = esc[at + 1] == 'x' ? 4 : esc[at + 1] == 'u' ? 6 : 2;
+		else
+			while ((esc[at + n] & 0xc0) == 0x80)
+				n++;
+		if (at + n > max)
+			break;
+		at += n;
+	}
+	return at;
+}
+
+/* The message of @fmt, escaped, malloc'd, cut to LOG_LINE_MAX bytes. */
 static char *format(const char *fmt, va_list ap)
 {
-	char *text = NULL;
+	char *raw = NULL;
 	va_list aq;
 	va_copy(aq, ap);
-	int n = vasprintf(&text, fmt, aq);
+	int n = vasprintf(&raw, fmt, aq);
 	va_end(aq);
 	if (n < 0)
 		return NULL;
-	if ((size_t)n > LOG_LINE_MAX)
-		memcpy(text + LOG_LINE_MAX - 3, "...", 4);
+	char *text = osb_escape(raw, (size_t)n);
+	free(raw);
+	if (text && strlen(text) > LOG_LINE_MAX)
+		memcpy(text + cut_at(text, LOG_LINE_MAX - 3), "...", 4);
 	return text;
 }
 
@@ -217,6 +246,17 @@ void log_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	emit(LOG_LVL_ERROR, fmt, ap, true);
 	va_end(ap);
+}
+
+void log_stderr(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *text = format(fmt, ap);
+	va_end(ap);
+	if (text)
+		fprintf(stderr, "%s\n", text);
+	free(text);
 }
 
 void log_flush(void)

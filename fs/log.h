@@ -32,6 +32,11 @@ void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define log_info(...) log_msg(LOG_LVL_INFO, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LVL_WARN, __VA_ARGS__)
 
+/* One line on stderr, not in the log (a command's own report: a failed
+ * mount, osbfs -u): @fmt's text escaped as the log's lines are, and a
+ * newline. */
+void log_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Writes out the count of a message still repeating (at exit). */
 void log_flush(void);
 

@@ -15,8 +15,8 @@
  *      (a close of input waits on its condition), never with 2 to 6.
  *      So is the setup's s->lock (setup.c: a start waits on its
  *      condition for the setup to end); only the log's is taken under it.
- *   3. fs->path_lock (below): held for writing by a rename or unlink
- *      across its sandbox request, for reading by an upload batch; or
+ *   3. fs->path_lock (below): held for writing by a rename, unlink or
+ *      rmdir across its sandbox request, for reading by an upload batch; or
  *      pull.c's pull_lock, held across a pull's requests (the two are
  *      never held together)
  *   4. cf->fetch_lock (cache_i.h): one download into a file at a time;
@@ -68,7 +68,8 @@ struct osbfs {
 	gid_t gid;
 
 	/* held for reading by an upload batch (its paths must not move),
-	 * for writing by a rename or unlink of what may be uploading */
+	 * for writing by a rename, unlink or rmdir of what may be
+	 * uploading */
 	pthread_rwlock_t path_lock;
 
 	/* statfs, cached */

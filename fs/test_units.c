@@ -4,7 +4,9 @@
  * journal (records written, replayed after a "crash", compacted), the
  * symlink targets shown in the mount (linkmap.c), and the wrapper that
  * makes a command take effect at most once (remote.c, run with /bin/sh),
- * and the names of the code contexts' records (code.c).
+ * the names of the code contexts' records (code.c), the JSON strings of
+ * the control files (ctl_text.c), and the escaping of what the log
+ * writes (log.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,14 +17,17 @@
 
 #include "cache_i.h"
 #include "code_i.h"
+#include "ctl_text.h"
 #include "fprint.h"
 #include "hex.h"
 #include "holder.h"
 #include "journal.h"
 #include "linkmap.h"
+#include "log.h"
 #include "node.h"
 #include "options.h"
 #include "remote.h"
+#include "writeback.h"
 
 static int failures;
 
@@ -251,6 +256,93 @@ static void test_journal(void)
 	cache_release(c2);
 	holder_release(&h);
 	holder_release(&h2);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+}
+
+/* The validator: size, mtime and ctime; a ctime not known on either side
+ * is not compared, and one not known is taken from the next answer. */
+static void test_validator(void)
+{
+	struct fmeta m = { .base = BASE_KNOWN,
+			   .base_size = 3,
+			   .base_mtime = { 100, 5 } };
+	struct fattr a = { .type = OSB_FILE,
+			   .size = 3,
+			   .mtime = { 100, 5 },
+			   .ctime = { 200, 7 } };
+	CHECK(fmeta_base_is(&m, &a) && m.base_ctime.tv_sec == 0);
+	CHECK(fmeta_base_take(&m, &a) && m.base_ctime.tv_sec == 200 &&
+	      m.base_ctime.tv_nsec == 7);
+	/* rewritten, size and mtime kept: only the ctime tells */
+	a.ctime.tv_nsec = 8;
+	CHECK(!fmeta_base_is(&m, &a) && !fmeta_base_take(&m, &a));
+	CHECK(m.base_ctime.tv_nsec == 7);
+	/* attributes made here know no ctime */
+	a.ctime = (struct timespec){ 0, 0 };
+	CHECK(fmeta_base_is(&m, &a));
+	a.mtime.tv_nsec = 6;
+	CHECK(!fmeta_base_is(&m, &a));
+	m.base = BASE_UNKNOWN;
+	a.mtime.tv_nsec = 5;
+	CHECK(!fmeta_base_is(&m, &a));
+}
+
+struct replayed {
+	int n;
+	struct fmeta m[4];
+};
+
+static void on_line(void *arg, uint64_t id, const struct journal_record *r)
+{
+	struct replayed *rp = arg;
+	(void)id;
+	if (rp->n < 4)
+		rp->m[rp->n++] = r->m;
+}
+
+/* A record keeps the base's ctime; one written before it was kept (no
+ * ctime) replays with the ctime not known. */
+static void test_journal_ctime(void)
+{
+	char dir[] = "/tmp/osbfs-unit-XXXXXX";
+	char msg[256];
+	struct cache *c;
+	struct node_table nt;
+	struct holder h = { .fd = -1 };
+
+	CHECK(mkdtemp(dir) != NULL);
+	CHECK(node_table_init(&nt, "/workspace") == 0);
+	CHECK(cache_init(&c, dir, "sb2", 1 << 20, &nt, &h, msg, sizeof(msg)) ==
+	      0);
+	struct cfile *cf = cache_attach(c, node_child_get(&nt, nt.root, "f"));
+	CHECK(cf && data_file(c, cf, "abc") == 0);
+	cf->m.base = BASE_KNOWN;
+	cf->m.base_size = 2;
+	cf->m.base_mtime = (struct timespec){ 1700000000, 1 };
+	cf->m.base_ctime = (struct timespec){ 1700000001, 999999999 };
+	CHECK(cache_dirty(c, cf, "/workspace/f") == 0);
+	FILE *j = fopen(strcat(strcpy(msg, c->dir), "/journal"), "a");
+	CHECK(j != NULL);
+	fputs("S 00000000000000aa path=2f776f726b73706163652f67 mode=644 "
+	      "mtime=1.0 atime=1.0 times=0 chmod=0 base=5:1700000000.000000002 "
+	      "owner= group=\n",
+	      j);
+	fclose(j);
+	struct replayed rp = { 0 };
+	CHECK(journal_replay(c, on_line, &rp) == 2 && rp.n == 2);
+	CHECK(rp.m[0].base == BASE_KNOWN && rp.m[0].base_size == 2 &&
+	      rp.m[0].base_mtime.tv_nsec == 1 &&
+	      rp.m[0].base_ctime.tv_sec == 1700000001 &&
+	      rp.m[0].base_ctime.tv_nsec == 999999999);
+	CHECK(rp.m[1].base == BASE_KNOWN && rp.m[1].base_size == 5 &&
+	      rp.m[1].base_mtime.tv_nsec == 2 &&
+	      rp.m[1].base_ctime.tv_sec == 0 &&
+	      rp.m[1].base_ctime.tv_nsec == 0);
+	node_table_release(&nt);
+	cache_release(c);
+	holder_release(&h);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK(system(cmd) == 0);
@@ -489,6 +581,39 @@ static void test_once(void)
 	CHECK(strstr(err, "cannot overwrite") == NULL); /* the claim's own */
 	free(once);
 
+	/* the records' directory replaced by a file, or by a link to a
+	 * directory: made again, the link's target left alone */
+	char cmd[512];
+	snprintf(body, sizeof(body), "echo y >>%s/count2", dir);
+	for (int k = 0; k < 2; k++) {
+		snprintf(cmd, sizeof(cmd),
+			 k ? "rm -rf %1$s/ops && mkdir %1$s/t && "
+			     "ln -s %1$s/t %1$s/ops" :
+			     "rm -rf %1$s/ops && echo x >%1$s/ops",
+			 dir);
+		CHECK(sh(cmd, err, sizeof(err)) == 0);
+		once = remote_once_script(ops, k ? "2" : "1", body, true);
+		CHECK(once && sh(once, err, sizeof(err)) == 0);
+		free(once);
+		snprintf(cmd, sizeof(cmd),
+			 "test -d %1$s/ops && test ! -L %1$s/ops && "
+			 "test ! -e %1$s/t/1.c && test ! -e %1$s/t/2.c",
+			 dir);
+		CHECK(sh(cmd, err, sizeof(err)) == 0);
+	}
+	/* the directory above it a link: refused at once, nothing there */
+	char sub[160], sub_ops[192];
+	snprintf(sub, sizeof(sub), "%s/up", dir);
+	snprintf(sub_ops, sizeof(sub_ops), "%s/ops", sub);
+	snprintf(cmd, sizeof(cmd), "ln -s %1$s/t %1$s/up", dir);
+	CHECK(sh(cmd, err, sizeof(err)) == 0);
+	once = remote_once_script(sub_ops, "3", body, false);
+	CHECK(once && sh(once, err, sizeof(err)) == 76);
+	CHECK(strstr(err, "is a symbolic link") != NULL);
+	free(once);
+	snprintf(cmd, sizeof(cmd), "test ! -e %1$s/t/ops", dir);
+	CHECK(sh(cmd, err, sizeof(err)) == 0);
+
 	char rm[256];
 	snprintf(rm, sizeof(rm), "rm -rf %s", dir);
 	CHECK(sh(rm, err, sizeof(err)) == 0);
@@ -511,6 +636,94 @@ static void test_code_recs(void)
 	CHECK(!code_rec_parse("", &r));
 	CHECK(!code_rec_parse("python@@ab/cd", &r)); /* not an id */
 	CHECK(!code_rec_parse("python@@ab%2e", &r));
+	CHECK(!code_rec_parse("python@input@ff", &r)); /* a file's name */
+	CHECK(!code_rec_parse("python@latest@ff", &r));
+}
+
+static void test_json_str(void)
+{
+	static const struct {
+		const char *in, *out;
+	} rows[] = {
+		{ "plain \"q\" \\", "\"plain \\\"q\\\" \\\\\"" },
+		{ "a\nb\x1b\x7f", "\"a\\nb\\u001b\\u007f\"" },
+		{ "caf\xc3\xa9 \xe2\x82\xac", "\"caf\xc3\xa9 \xe2\x82\xac\"" },
+		{ "c1\xc2\x9b ls\xe2\x80\xa8", "\"c1\\u009b ls\\u2028\"" },
+		{ "bad\xff\xc3", "\"bad\\ufffd\\ufffd\"" },
+		{ "cut\xe2\x82", "\"cut\\ufffd\\ufffd\"" },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		struct text t = { 0 };
+		CHECK(text_json_str(&t, rows[i].in) == 0);
+		CHECK(t.s && strcmp(t.s, rows[i].out) == 0);
+		if (t.s && strcmp(t.s, rows[i].out) != 0)
+			fprintf(stderr, "  json #%zu: %s\n", i, t.s);
+		text_release(&t);
+	}
+}
+
+static void test_log_escapes(void)
+{
+	long long when;
+	log_quiet_stderr();
+	log_error("job %s: %s", "a\n2026-01-01T00:00:00Z error: forged",
+		  "\x1b]0;title\x07\xff caf\xc3\xa9 \\");
+	char *last = log_last_error(&when);
+	CHECK(last && strcmp(last, "job a\\n2026-01-01T00:00:00Z error: "
+				   "forged: \\x1b]0;title\\x07\\xff "
+				   "caf\xc3\xa9 \\\\") == 0);
+	free(last);
+	char *recent = log_recent();
+	CHECK(recent && strchr(recent, '\n') == recent + strlen(recent) - 1);
+	free(recent);
+
+	/* cut to LOG_LINE_MAX, never inside an escape */
+	char *big = malloc(LOG_LINE_MAX);
+	CHECK(big != NULL);
+	if (!big)
+		return;
+	memset(big, '\x1b', LOG_LINE_MAX - 1);
+	big[LOG_LINE_MAX - 1] = '\0';
+	log_error("x%s", big);
+	last = log_last_error(&when);
+	size_t n = last ? strlen(last) : 0;
+	CHECK(n <= LOG_LINE_MAX && n > LOG_LINE_MAX - 8);
+	CHECK(last && strcmp(last + n - 7, "\\x1b...") == 0);
+	free(last);
+	free(big);
+}
+
+/* The name a conflicting version is kept under fits 255 bytes, is cut
+ * between characters, and tells long names that begin alike apart. */
+static void test_conflict_names(void)
+{
+	char name[300], path[320];
+	time_t t = 1796380000; /* in 2026 */
+	char *p = wb_conflict_path("/w/short", t);
+	CHECK(p && strncmp(p, "/w/short.conflict-2026", 22) == 0);
+	free(p);
+	/* "a" then "é" (2 bytes): the cut at 220 falls inside one */
+	size_t n = 0;
+	name[n++] = 'a';
+	while (n + 2 <= 249) {
+		name[n++] = (char)0xc3;
+		name[n++] = (char)0xa9;
+	}
+	name[n] = '\0';
+	snprintf(path, sizeof(path), "/w/%s", name);
+	p = wb_conflict_path(path, t);
+	CHECK(p != NULL);
+	const char *base = p ? strrchr(p, '/') + 1 : "";
+	CHECK(strlen(base) <= 255);
+	CHECK(osb_utf8_valid(base, strlen(base)));
+	CHECK(strstr(base, ".conflict-") && strchr(base, '~'));
+	CHECK(strncmp(base, name, (size_t)(strchr(base, '~') - base)) == 0);
+	/* the same first 250 bytes, another end: another name */
+	path[strlen(path) - 1] = 'x';
+	char *q = wb_conflict_path(path, t);
+	CHECK(q && p && strcmp(p, q) != 0);
+	free(p);
+	free(q);
 }
 
 /* The output of the command that finds special mode bits, from a sandbox
@@ -544,10 +757,15 @@ int main(void)
 	test_parsers();
 	test_nodes();
 	test_journal();
+	test_validator();
+	test_journal_ctime();
 	test_fprint();
 	test_linkmap();
 	test_once();
 	test_code_recs();
+	test_json_str();
+	test_log_escapes();
+	test_conflict_names();
 	test_specials_parse();
 	if (failures) {
 		fprintf(stderr, "%d failures\n", failures);

@@ -6,6 +6,7 @@ HTTP helpers for the lifecycle, execd and admin APIs.  Standard library only.
 import http.client
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -353,6 +354,20 @@ class LocalServer:
             return None
         assert st == 200, (st, b)
         return b[path]
+
+    def rewrite_keeping_size_and_mtime(self, sid, path, byte):
+        """Rewrites @path in sandbox @sid in place, every byte @byte (a
+        letter), and gives it its mtime back (touch -r): only its ctime
+        says it changed."""
+        before = self.stat(sid, path)
+        q = shlex.quote(path)
+        code, _, err = self.run(sid, "touch -r %s /tmp/ref.$$ && head -c %d /dev/zero | "
+                                "tr '\\0' %s > %s && touch -r /tmp/ref.$$ %s && rm /tmp/ref.$$"
+                                % (q, before["size"], byte, q, q))
+        assert code == 0, err
+        after = self.stat(sid, path)
+        assert (after["size"], after["modified_at"]) == (before["size"], before["modified_at"])
+        assert after["created_at"] != before["created_at"]
 
     def run(self, sid, cmd, cwd=None, timeout=60):
         body = {"command": cmd}

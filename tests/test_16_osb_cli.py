@@ -229,6 +229,26 @@ def test_file_write_cat_info(server, osbc, sandbox):
     assert rows[0]["mode"] == "0600" and rows[0]["owner"] == "root"
 
 
+def test_names_from_the_sandbox_are_escaped_for_a_terminal(server, osbc, sandbox):
+    # a name may hold an escape sequence or a newline: a table (what a
+    # terminal gets) and an error message show them escaped; the raw
+    # lines scripts read, and JSON, give the name as it is
+    odd = "\x1b]0;owned\x07odd\nname"
+    code, _, err = server.run(sandbox, "mkdir -p %s/esc && touch %s/esc/\"$(printf '"
+                              "\\033]0;owned\\007odd\\nname')\"" % (W, W))
+    assert code == 0, err
+    shown = "\\x1b]0;owned\\x07odd\\nname"
+    assert osbc.ok("-o", "table", "ls", sandbox, W + "/esc").out == shown + "\n"
+    assert osbc.ok("-o", "table", "ls", "-l", sandbox, W + "/esc").out.endswith(" " + shown + "\n")
+    table = osbc.ok("-o", "table", "file", "info", sandbox, W + "/esc/" + odd).out
+    assert "\x1b" not in table and W + "/esc/" + shown in table, table
+    assert osbc.ok("ls", sandbox, W + "/esc").out == odd + "\n"
+    assert js(osbc.run("file", "info", sandbox, W + "/esc/" + odd, "-o", "json"))[0]["path"] == \
+        W + "/esc/" + odd
+    r = osbc.fails("file", "cat", sandbox, W + "/esc/" + odd + "-gone")
+    assert "\x1b" not in r.err and shown + "-gone" in r.err, r.err
+
+
 def test_file_upload_download(server, osbc, sandbox, workdir):
     src = os.path.join(workdir, "up.bin")
     data = os.urandom(300000)

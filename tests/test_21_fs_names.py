@@ -152,3 +152,52 @@ def test_rename_to_non_utf8_is_eilseq(server, mount):
         os.rename(mount.p("good"), os.path.join(os.fsencode(mount.p()), b"bad\xfe"))
     assert e.value.errno == errno.EILSEQ
     assert server.read_file(mount.sandbox_id, mount.spath("good")) == b"1"
+
+
+# ---- names in the sandbox that are not UTF-8 ----
+#
+# execd sends U+FFFD in place of each byte of a name that is not valid
+# UTF-8 (the local server does as it does): the name listed is not the
+# sandbox's, and no request can reach the file. It is listed, and any
+# access fails with EILSEQ, said once in the log; nothing is made in its
+# place.
+
+FFFD = "\ufffd"
+
+
+def sandbox_names_hex(server, sid, d):
+    code, out, err = server.run(sid, "cd '%s' && for f in *; do printf %%s \"$f\" | od -An -v -tx1 "
+                                     "| tr -d ' \\n'; echo; done" % d)
+    assert code == 0, err
+    return sorted(bytes.fromhex(line) for line in out.split())
+
+
+def test_a_name_that_is_not_utf8_in_the_sandbox_is_listed_and_eilseq(server, mount):
+    sid = mount.sandbox_id
+    code, _, err = server.run(sid, "cd %s && printf theirs >\"$(printf 'bad\\377name')\" && "
+                                   "mkdir \"$(printf 'dir\\376')\" && printf ok >good" % mount.spath())
+    assert code == 0, err
+    bad, bad_dir = "bad" + FFFD + "name", "dir" + FFFD
+    assert sorted(os.listdir(mount.p())) == sorted([bad, bad_dir, "good"])
+    for n in (bad, bad_dir):
+        for what, fn in (("stat", os.stat), ("lstat", os.lstat), ("listdir", os.listdir),
+                         ("read", lambda p: open(p, "rb")), ("write", lambda p: open(p, "wb")),
+                         ("unlink", os.unlink), ("rmdir", os.rmdir),
+                         ("rename", lambda p: os.rename(p, mount.p("moved")))):
+            with pytest.raises(OSError) as e:
+                fn(mount.p(n))
+            assert e.value.errno == errno.EILSEQ, (n, what, e.value)
+    assert open(mount.p("good")).read() == "ok"
+    # a new name holding U+FFFD would read back as one the sandbox could not send
+    for fn in (lambda p: open(p, "w"), os.mkdir, lambda p: os.symlink("good", p),
+               lambda p: os.rename(mount.p("good"), p)):
+        with pytest.raises(OSError) as e:
+            fn(mount.p("new" + FFFD))
+        assert e.value.errno == errno.EILSEQ
+    assert "new\\ufffd: a name holding U+FFFD" in mount.log()
+    assert sandbox_names_hex(server, sid, mount.spath()) == sorted([b"bad\xffname", b"dir\xfe", b"good"])
+    assert server.read_file(sid, mount.spath("good")) == b"ok"
+    lines = [l for l in mount.log().splitlines() if "not valid UTF-8" in l]
+    assert len(lines) == 2, lines
+    assert any(mount.spath("bad\\ufffdname") in l and "EILSEQ" in l for l in lines), lines
+

@@ -7,6 +7,7 @@ import hashlib
 import os
 import random
 import subprocess
+import threading
 import time
 
 import pytest
@@ -419,3 +420,318 @@ def test_a_save_whose_copy_cannot_be_removed_yet(server, make_mount):
     sync_all(m)
     assert server.stat(sid, m.spath(".r.txt.tmp")) is None
     assert [n for n in os.listdir(m.p()) if "conflict" in n] == []
+
+
+# ---- saves racing with listings ----
+
+RACE_SECONDS = float(os.environ.get("OSBFS_RACE_SECONDS", "60"))
+RACE_WRITERS = 4
+RACE_LISTERS = 4
+
+
+class RaceLog:
+    """What the race's threads did, and what they got wrong, by kind."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.done = {}
+        self.wrong = {}
+        self.examples = {}
+
+    def count(self, what, n=1):
+        with self.lock:
+            self.done[what] = self.done.get(what, 0) + n
+
+    def bad(self, kind, detail):
+        with self.lock:
+            self.wrong[kind] = self.wrong.get(kind, 0) + 1
+            ex = self.examples.setdefault(kind, [])
+            if len(ex) < 5:
+                ex.append(detail)
+
+
+def race_content(w, name, n, size):
+    """Unique bytes whose first line says who wrote them and their length."""
+    body = os.urandom(size).hex().encode()
+    head = b"%d %s %d %d\n" % (w, name.encode(), n, len(body))
+    return head + body
+
+
+def race_well_formed(data):
+    """Whether @data is one whole race_content(), or empty."""
+    if not data:
+        return True  # made, not written yet
+    head, _, body = data.partition(b"\n")
+    parts = head.split()
+    return len(parts) == 4 and parts[3].isdigit() and int(parts[3]) == len(body)
+
+
+class RaceWrong(Exception):
+    """A wrong result: its kind, and what it was."""
+
+    def __init__(self, kind, detail):
+        super().__init__(kind, detail)
+        self.kind, self.detail = kind, detail
+
+
+class RaceWriter:
+    """An editor: saves its own files in the shared directory over and
+    over, in the ways editors do, and checks every result at once."""
+
+    def __init__(self, m, d, w, log, stop):
+        self.m, self.d, self.w, self.log, self.stop = m, d, w, log, stop
+        self.rnd = random.Random(7000 + w)
+        self.names = ["w%df%d" % (w, k) for k in range(3)]
+        self.state = {}  # name -> the bytes it must hold (absent: not there)
+        self.n = 0
+
+    def p(self, name):
+        return os.path.join(self.d, name)
+
+    def call(self, what, fn, *args):
+        try:
+            return fn(*args)
+        except OSError as e:
+            raise RaceWrong(what, "%s: %s" % (args[0] if args else "", e))
+
+    def write(self, path, data, flags=os.O_CREAT | os.O_TRUNC | os.O_WRONLY):
+        fd = self.call("create", os.open, path, flags, 0o644)
+        try:
+            self.call("write", os.write, fd, data)
+            self.call("fsync", os.fsync, fd)
+        finally:
+            os.close(fd)
+
+    def content(self, name):
+        self.n += 1
+        return race_content(self.w, name, self.n, self.rnd.randrange(0, 6000))
+
+    def check(self, name):
+        """The name reads back as just saved (stat and bytes), or is gone."""
+        want = self.state.get(name)
+        if want is None:
+            self.check_gone(name)
+            return
+        try:
+            st = os.stat(self.p(name))
+            with open(self.p(name), "rb") as f:
+                got = f.read()
+        except OSError as e:
+            raise RaceWrong("read back", "%s: %s" % (name, e))
+        if got != want:
+            raise RaceWrong("read back", "%s: %d bytes, not the %d just saved%s" % (
+                name, len(got), len(want), " (an older save's)" if race_well_formed(got) else ""))
+        if st.st_size != len(want):
+            raise RaceWrong("stat size", "%s: %d, not %d" % (name, st.st_size, len(want)))
+
+    def check_gone(self, name):
+        try:
+            os.stat(self.p(name))
+        except FileNotFoundError:
+            pass
+        else:
+            raise RaceWrong("removed name still there", name)
+        if name in os.listdir(self.d):
+            raise RaceWrong("removed name still listed", name)
+
+    def save_tmp(self, name, tmp):
+        """Atomic-write style: a temporary file, fsync, rename over."""
+        data = self.content(name)
+        self.write(self.p(tmp), data, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        self.state[tmp] = data
+        self.call("rename", os.rename, self.p(tmp), self.p(name))
+        self.state[name] = self.state.pop(tmp)
+        self.log.count("saves")
+        self.check(name)
+        self.check_gone(tmp)
+
+    def save_vim(self, name):
+        """vim's backupcopy=no: the file renamed to NAME~, written anew,
+        the backup removed."""
+        data = self.content(name)
+        bak = name + "~"
+        if self.state.get(name) is not None:
+            self.call("rename", os.rename, self.p(name), self.p(bak))
+            self.state[bak] = self.state.pop(name)
+        self.write(self.p(name), data, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        self.state[name] = data
+        if bak in self.state:
+            self.call("unlink", os.unlink, self.p(bak))
+            del self.state[bak]
+            self.check_gone(bak)
+        self.log.count("saves")
+        self.check(name)
+
+    def remove(self, name):
+        if self.state.get(name) is None:
+            return
+        self.call("unlink", os.unlink, self.p(name))
+        del self.state[name]
+        self.log.count("removals")
+        self.check_gone(name)
+
+    def dir_cycle(self):
+        """A directory made, a file saved in it, both removed."""
+        sub = "w%dd" % self.w
+        self.call("mkdir", os.mkdir, self.p(sub))
+        data = self.content(sub)
+        self.write(self.p(os.path.join(sub, "x")), data)
+        self.call("unlink", os.unlink, self.p(os.path.join(sub, "x")))
+        self.call("rmdir", os.rmdir, self.p(sub))
+        self.log.count("removals")
+        self.check_gone(sub)
+
+    def step(self):
+        name = self.rnd.choice(self.names)
+        op = self.rnd.randrange(10)
+        if op < 4:
+            self.save_tmp(name, "." + name + ".tmp")  # the same name each time
+        elif op < 6:
+            self.save_tmp(name, "%s.tmp%d" % (name, self.n))  # a new one each time
+        elif op < 8:
+            self.save_vim(name)
+        elif op < 9:
+            self.remove(name)
+        else:
+            self.dir_cycle()
+
+    def recover(self):
+        """After a wrong result: what the mount shows is the state now."""
+        for name in list(self.state) + self.names:
+            try:
+                with open(self.p(name), "rb") as f:
+                    data = f.read()
+            except OSError:
+                data = None
+            if name in self.names:
+                self.state[name] = data
+            else:
+                self.state.pop(name, None)
+                try:
+                    os.unlink(self.p(name))
+                except OSError:
+                    pass
+        sub = "w%dd" % self.w
+        for fn, path in ((os.unlink, os.path.join(sub, "x")), (os.rmdir, sub)):
+            try:
+                fn(self.p(path))
+            except OSError:
+                pass
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                self.step()
+            except RaceWrong as e:
+                self.log.bad(e.kind, e.detail)
+                self.recover()
+            except Exception as e:  # noqa: BLE001
+                self.log.bad("writer error", repr(e))
+                self.recover()
+
+
+def race_lister(top, d, i, log, stop):
+    """Lists the shared directory (and its parent) in a loop, stats what
+    it lists, reads some of it: only ENOENT, of a name removed meanwhile,
+    may fail."""
+    rnd = random.Random(8000 + i)
+    while not stop.is_set():
+        try:
+            if i % 2:
+                for e in os.scandir(d):
+                    try:
+                        e.stat(follow_symlinks=False)
+                        if e.is_file() and rnd.random() < 0.2:
+                            with open(e.path, "rb") as f:
+                                data = f.read()
+                            if not race_well_formed(data):
+                                log.bad("read torn bytes", "%s: %d bytes" % (e.name, len(data)))
+                    except FileNotFoundError:
+                        pass
+            else:
+                for n in os.listdir(d):
+                    try:
+                        os.lstat(os.path.join(d, n))
+                    except FileNotFoundError:
+                        pass
+                os.lstat(d)
+                os.listdir(top)
+                log.count("listings")
+            log.count("listings")
+        except OSError as e:
+            log.bad("lister error", "%r" % e)
+
+
+def race_sandbox_files(server, sid, spath):
+    """{name: bytes, or "a directory"} of a sandbox directory, read in the
+    server's data dir."""
+    host = os.path.join(server.data_dir, "sandboxes", sid, "rootfs", spath.lstrip("/"))
+    out = {}
+    for n in os.listdir(host):
+        p = os.path.join(host, n)
+        if os.path.isfile(p):
+            with open(p, "rb") as f:
+                out[n] = f.read()
+        else:
+            out[n] = "a directory"
+    return out
+
+
+def run_race(server, m, name, seconds, faults=None):
+    d = m.p(name)
+    os.mkdir(d)
+    log = RaceLog()
+    stop = threading.Event()
+    writers = [RaceWriter(m, d, w, log, stop) for w in range(RACE_WRITERS)]
+    ts = [threading.Thread(target=w.run, daemon=True) for w in writers]
+    ts += [threading.Thread(target=race_lister, args=(m.p(), d, i, log, stop), daemon=True)
+           for i in range(RACE_LISTERS)]
+    if faults:
+        server.set_faults(**faults)
+    try:
+        for t in ts:
+            t.start()
+        time.sleep(seconds)
+    finally:
+        stop.set()
+        for t in ts:
+            t.join(120)
+        server.clear_faults()
+    assert not any(t.is_alive() for t in ts), "a thread of the race hangs"
+    sync_all(m)
+    # the sandbox holds exactly the last save of every name, nothing else
+    want = {}
+    for w in writers:
+        want.update({n: b for n, b in w.state.items() if b is not None})
+    have = race_sandbox_files(server, m.sandbox_id, m.spath(name))
+    def what(d, n):
+        v = d.get(n)
+        return "absent" if v is None else v if isinstance(v, str) else "%d bytes" % len(v)
+
+    for n in sorted(set(want) | set(have)):
+        if have.get(n) != want.get(n):
+            log.bad("sandbox after sync", "%s: %s, not %s" % (n, what(have, n), what(want, n)))
+    shown = sorted(os.listdir(d))
+    if shown != sorted(want):
+        log.bad("mount after sync", "lists %s, not %s" % (shown, sorted(want)))
+    print("race %.0f s%s: %s; wrong: %s" % (seconds, " with faults %s" % faults if faults else "",
+                                            log.done, log.wrong or 0))
+    return log
+
+
+def test_saves_racing_with_listings(server, make_mount):
+    """Four editors save their files in one directory (a temporary file,
+    fsync, rename over it; vim's backup rename; removals of files and of
+    directories) while four listers list and stat it, for
+    OSBFS_RACE_SECONDS (60): every rename returns what happened, every
+    save reads back at once, a removed name is gone at once, and the
+    sandbox ends with each name's last save. Half the time, the server
+    answers some listings and stats late (answers made before a change
+    that arrive after it)."""
+    m = make_mount()
+    logs = [run_race(server, m, "shared", RACE_SECONDS / 2)]
+    logs.append(run_race(server, m, "late", RACE_SECONDS / 2,
+                         faults=dict(rate=0.3, kinds=["late"], delay_ms=300,
+                                     path="/directories/list|/files/info")))
+    examples = ["%s: %s" % (k, e) for log in logs for k, ex in log.examples.items() for e in ex]
+    assert not any(log.wrong for log in logs), "\n".join(examples)

@@ -4,7 +4,11 @@ bounded on-disk cache."""
 
 import contextlib
 import errno
+import hashlib
+import json
 import os
+import shlex
+import subprocess
 import threading
 
 import pytest
@@ -116,9 +120,10 @@ def test_cache_size_cap_evicts_clean_data(server, make_mount):
         server.write_file(sid, m.spath("e%d" % i), bytes([i]) * (2 << 20))
     for i in range(6):
         assert open(m.p("e%d" % i), "rb").read() == bytes([i]) * (2 << 20)
-    # written files are never evicted before they are uploaded
+    # written files are never evicted before they are uploaded (each one
+    # within the cap: a bigger one could not be written, test below)
     with open(m.p("dirty"), "wb") as f:
-        f.write(b"d" * (6 << 20))
+        f.write(b"d" * (3 << 20))
 
     def cache_used():
         return sum(os.stat(os.path.join(r, n)).st_blocks * 512
@@ -128,7 +133,7 @@ def test_cache_size_cap_evicts_clean_data(server, make_mount):
     fd = os.open(m.p("dirty"), os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
-    assert server.read_file(sid, m.spath("dirty")) == b"d" * (6 << 20)
+    assert server.read_file(sid, m.spath("dirty")) == b"d" * (3 << 20)
     assert open(m.p("e0"), "rb").read() == bytes([0]) * (2 << 20)
 
 
@@ -148,6 +153,58 @@ def test_conflict_keeps_both_versions(server, make_mount):
     assert len(aside) == 1, out
     assert server.read_file(sid, m.spath(aside[0])) == b"theirs, written meanwhile"
 
+
+def sandbox_names(server, sid, d):
+    """The names in the sandbox's directory @d, as bytes."""
+    code, out, err = server.run(sid, "cd '%s' && for f in *; do printf %%s \"$f\" | od -An -v -tx1 "
+                                     "| tr -d ' \\n'; echo; done" % d)
+    assert code == 0, err
+    return sorted(bytes.fromhex(line) for line in out.split())
+
+
+def make_conflicts(server, m, names):
+    """Each of @names has local changes when the sandbox's copy changes;
+    then `sync`, which must succeed. Returns the names their versions were
+    kept under, by name."""
+    sid = m.sandbox_id
+    for n in names:
+        server.write_file(sid, m.spath(n), b"base")
+        with open(m.p(n), "a") as f:
+            f.write(" + ours")
+    for n in names:
+        server.write_file(sid, m.spath(n), b"theirs, " + n.encode())
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+    kept = [b for b in sandbox_names(server, sid, m.spath()) if b.decode() not in names]
+    assert len(kept) == len(names), kept
+    aside = {}
+    for b in kept:
+        assert len(b) <= 255 and b".conflict-" in b, b
+        a = b.decode("utf-8")   # valid UTF-8: no character cut in two
+        theirs = server.read_file(sid, m.spath(a))
+        n = theirs[len(b"theirs, "):].decode()
+        assert n in names and n not in aside, (a, theirs)
+        aside[n] = a
+    for n in names:
+        assert server.read_file(sid, m.spath(n)) == b"base + ours"
+    return aside
+
+
+@pytest.mark.parametrize("name", ["c" * 250, "a" + "\u00e9" * 124, "\u20ac" * 83],
+                         ids=["ascii-250", "two-byte-cut", "three-byte-cut"])
+def test_a_conflict_on_a_long_name_settles(server, make_mount, name):
+    m = make_mount(options=["writeback_delay=1h", "attr_timeout=0"])
+    a = make_conflicts(server, m, [name])[name]
+    # as much of the name as fits, cut between two characters
+    head = a.split("~")[0]
+    assert len(head) > 50 and name.startswith(head), a
+
+
+def test_conflicts_on_long_names_that_begin_alike_keep_apart(server, make_mount):
+    m = make_mount(options=["writeback_delay=1h", "attr_timeout=0"])
+    names = ["x" * 249 + "1", "x" * 249 + "2"]
+    aside = make_conflicts(server, m, names)
+    assert aside[names[0]] != aside[names[1]]
 
 # ---------------------------------------------------------------- a file that changes while it is read
 #
@@ -338,3 +395,220 @@ def test_download_broken_and_resumed_after_a_change_fails(server, make_mount):
     assert "data" not in got, "read %s" % sorted(set(got["data"]))
     assert got["err"].errno == errno.ESTALE
     assert count(server, sid, "GET /files/download") >= 2  # it did resume
+
+
+# ---------------------------------------------------------------- a rewrite that keeps the size and the mtime
+#
+# A file rewritten in the sandbox and given its old mtime back (touch -r,
+# cp -p, rsync, an unpacked archive) differs from the old version only in
+# its ctime, which no unprivileged process can set back: the cache tells
+# the versions apart by it.
+
+def cache_used(m, data_only=False):
+    """Bytes the mount's cache dir holds on disk; only the files' data
+    (the cap's object: not the journal, which keeps 1 MiB allocated) if
+    @data_only."""
+    return sum(os.lstat(os.path.join(r, n)).st_blocks * 512
+               for r, _, fs in os.walk(m.cache_dir) for n in fs
+               if not data_only or os.path.basename(r) == "files")
+
+
+BIG = 20 * 1000 * 1000
+
+
+def read_head_then_rewrite(server, m):
+    """Puts a file "big" of BIG bytes b"A" in the sandbox, reads its first
+    MiB through the mount (a part of it is cached), and rewrites it in the
+    sandbox to b"B", with its size and mtime kept."""
+    server.write_file(m.sandbox_id, m.spath("big"), b"A" * BIG)
+    with open(m.p("big"), "rb") as f:
+        assert f.read(MIB) == b"A" * MIB
+    server.rewrite_keeping_size_and_mtime(m.sandbox_id, m.spath("big"), "B")
+
+
+def read_all_b(m):
+    with open(m.p("big"), "rb") as f:
+        got = f.read()
+    assert len(got) == BIG and set(got) == {ord("B")}, sorted(set(got))
+
+
+def test_rewrite_keeping_size_and_mtime_is_read_anew(server, make_mount):
+    m = make_mount(options=["attr_timeout=0"])
+    read_head_then_rewrite(server, m)
+    read_all_b(m)
+
+
+@pytest.mark.parametrize("attr_timeout", ["0", "1h"])
+def test_append_after_a_rewrite_keeping_size_and_mtime_uploads_no_mix(server, make_mount,
+                                                                     attr_timeout):
+    # with attributes cached, the open takes the cached part for the
+    # version it has; the sandbox is asked after the rest is fetched
+    m = make_mount(options=["attr_timeout=" + attr_timeout, "writeback_delay=1h"])
+    sid = m.sandbox_id
+    read_head_then_rewrite(server, m)
+    with open(m.p("big"), "ab") as f:
+        f.write(b"x")
+        f.flush()
+        os.fsync(f.fileno())
+    got = server.read_file(sid, m.spath("big"))
+    assert got == b"B" * BIG + b"x", "the sandbox holds %s" % sorted(set(got))
+    assert sorted(os.listdir(m.p())) == ["big"]
+
+
+def test_new_open_never_mixes_bytes_cached_with_bytes_fetched(server, make_mount):
+    # attributes cached for an hour: the open takes the cached part for
+    # the version it has, and reads it; the first fetch asks the sandbox
+    m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h"])
+    read_head_then_rewrite(server, m)
+    with open(m.p("big"), "rb", buffering=0) as f:
+        got, err = read_on(f)
+    assert len(set(got)) == 1, "read %s" % sorted(set(got))
+    assert err is None or err.errno == errno.ESTALE, err
+    read_all_b(m)
+
+
+def test_invalidate_shows_a_rewrite_keeping_size_and_mtime(server, make_mount):
+    m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h"])
+    read_head_then_rewrite(server, m)
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("invalidate\n")
+    read_all_b(m)
+
+
+def test_invalidate_drops_cached_content_but_not_unsaved_data(server, make_mount):
+    m = make_mount(options=["attr_timeout=1h", "writeback_delay=1h"])
+    sid = m.sandbox_id
+    clean = os.urandom(4 * MIB)
+    server.write_file(sid, m.spath("clean"), clean)
+    assert open(m.p("clean"), "rb").read() == clean
+    unsaved = os.urandom(2 * MIB)
+    with open(m.p("unsaved"), "wb") as f:
+        f.write(unsaved)
+    assert cache_used(m) >= 6 * MIB
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("invalidate\n")
+    used = cache_used(m)  # the journal keeps 1 MiB allocated too
+    assert 2 * MIB <= used < 4 * MIB, used
+    server.reset_stats()
+    assert open(m.p("clean"), "rb").read() == clean
+    assert count(server, sid, "GET /files/download") >= 1
+    fd = os.open(m.p("unsaved"), os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+    assert server.read_file(sid, m.spath("unsaved")) == unsaved
+
+
+def test_conflict_on_a_rewrite_keeping_size_and_mtime(server, make_mount):
+    m = make_mount(options=["writeback_delay=1h", "attr_timeout=0"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("shared.txt"), b"base version")
+    with open(m.p("shared.txt"), "a") as f:
+        f.write(" + ours")
+    server.rewrite_keeping_size_and_mtime(sid, m.spath("shared.txt"), "T")
+    fd = os.open(m.p("shared.txt"), os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+    assert server.read_file(sid, m.spath("shared.txt")) == b"base version + ours"
+    code, out, _ = server.run(sid, "ls %s" % m.spath())
+    aside = [n for n in out.split() if n.startswith("shared.txt.conflict-")]
+    assert len(aside) == 1, out
+    assert server.read_file(sid, m.spath(aside[0])) == b"T" * len(b"base version")
+
+
+# ---------------------------------------------------------------- files bigger than cache_max_size
+#
+# The cap holds for open files too: a file opened for writing must be
+# whole here (the upload API takes whole files), so one bigger than the
+# cap is refused; a reader of one keeps only what the cap allows.
+
+GIB = 1 << 30
+
+
+def last_error(m):
+    with open(m.p(".osb", "info")) as f:
+        return json.load(f)["last_error"] or ""
+
+
+def test_open_for_writing_a_file_bigger_than_the_cap_fails(server, make_mount):
+    m = make_mount(options=["cache_max_size=64M"])
+    sid = m.sandbox_id
+    code, _, err = server.run(sid, "truncate -s 256M %s" % m.spath("sparse"))
+    assert code == 0, err
+    with pytest.raises(OSError) as excinfo:
+        open(m.p("sparse"), "ab")
+    assert excinfo.value.errno == errno.EFBIG
+    msg = last_error(m)
+    assert "/workspace/sparse" in msg and "268435456 bytes" in msg, msg
+    assert "cache_max_size (67108864 bytes)" in msg, msg
+    assert msg in m.log()
+    assert cache_used(m, data_only=True) <= 64 * MIB
+    assert server.stat(sid, m.spath("sparse"))["size"] == 256 * MIB
+    # what is refused is the open for writing: a read goes on
+    out = subprocess.run("cat %s | sha256sum" % shlex.quote(m.p("sparse")), shell=True,
+                         capture_output=True, check=True).stdout.split()[0].decode()
+    zeros = hashlib.sha256()
+    block = bytes(MIB)
+    for _ in range(256):
+        zeros.update(block)
+    assert out == zeros.hexdigest()
+    assert cache_used(m, data_only=True) <= 64 * MIB
+
+
+def test_writes_past_the_cap_fail(server, make_mount):
+    m = make_mount(options=["cache_max_size=8M", "writeback_delay=1h"])
+    fd = os.open(m.p("f"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        assert os.pwrite(fd, b"x" * MIB, 7 * MIB) == MIB  # up to the cap
+        with pytest.raises(OSError) as excinfo:
+            os.pwrite(fd, b"y", 8 * MIB)
+        assert excinfo.value.errno == errno.EFBIG
+        with pytest.raises(OSError) as excinfo:
+            os.ftruncate(fd, 64 * GIB)
+        assert excinfo.value.errno == errno.EFBIG
+        assert "a truncate of /workspace/f would make it 68719476736 bytes" in last_error(m)
+    finally:
+        os.close(fd)
+    assert "a write to /workspace/f would make it 8388609 bytes" in m.log()
+    assert os.stat(m.p("f")).st_size == 8 * MIB
+    assert cache_used(m, data_only=True) <= 8 * MIB
+
+
+def test_reading_a_file_bigger_than_the_cap_keeps_to_it(server, make_mount):
+    m = make_mount(options=["cache_max_size=32M", "attr_timeout=1h"])
+    sid = m.sandbox_id
+    size = 160 * MIB
+    code, _, err = server.run(sid, "head -c %d /dev/urandom > %s && sha256sum %s"
+                              % (size, m.spath("data"), m.spath("data")))
+    assert code == 0, err
+    code, out, _ = server.run(sid, "sha256sum %s" % m.spath("data"))
+    want = out.split()[0]
+    peak = [0]
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], cache_used(m, data_only=True))
+            stop.wait(0.02)
+
+    t = threading.Thread(target=sample)
+    t.start()
+    try:
+        h = hashlib.sha256()
+        with open(m.p("data"), "rb") as f:
+            while True:
+                b = f.read(MIB)
+                if not b:
+                    break
+                h.update(b)
+            # still open: what it read is not all kept
+            held = cache_used(m, data_only=True)
+    finally:
+        stop.set()
+        t.join()
+    assert h.hexdigest() == want
+    # to the byte, but for the blocks the filesystem keeps a file's map
+    # of extents in (the cache file is full of holes by then)
+    slack = 64 << 10
+    print("cache data: %d bytes while open, %d at most" % (held, peak[0]))
+    assert held <= 32 * MIB + slack, held
+    assert peak[0] <= 32 * MIB + slack, peak[0]

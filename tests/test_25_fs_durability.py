@@ -257,3 +257,26 @@ def test_upload_landed_unanswered_then_more_writes_is_no_conflict(server, make_m
     assert sorted(os.listdir(m.p())) == ["f.txt"]
     assert server.read_file(sid, m.spath("f.txt")) == want
     assert "conflict" not in m.log()
+
+
+def test_kill9_then_a_rewrite_keeping_size_and_mtime_is_a_conflict(server, make_mount, tmp_path):
+    # the journal keeps the ctime of the sandbox's version the unsaved data
+    # derives from: a rewrite that keeps size and mtime is told apart by it
+    # after a kill -9 too, and kept aside, not overwritten
+    cache = str(tmp_path / "cache")
+    m = make_mount(options=["writeback_delay=1h", "attr_timeout=0"], cache_dir=cache)
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("j.txt"), b"base version")
+    with open(m.p("j.txt"), "a") as f:
+        f.write(" + ours")
+    m.kill9()
+    server.rewrite_keeping_size_and_mtime(sid, m.spath("j.txt"), "T")
+    m2 = make_mount(sandbox_id=sid, create=False, cache_dir=cache)
+    with open(m2.p(".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+    m2.stop()
+    assert server.read_file(sid, m2.spath("j.txt")) == b"base version + ours"
+    code, out, _ = server.run(sid, "ls %s" % m2.spath())
+    aside = [n for n in out.split() if n.startswith("j.txt.conflict-")]
+    assert len(aside) == 1, out
+    assert server.read_file(sid, m2.spath(aside[0])) == b"T" * len(b"base version")

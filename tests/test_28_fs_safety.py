@@ -192,6 +192,21 @@ def test_renames_and_symlinks_settle_lost_answers(server, mount):
     assert alive(mount)
 
 
+def test_a_rename_whose_source_the_sandbox_lost_fails_and_moves_nothing(server, make_mount):
+    """The mount still knows the source, the sandbox no longer has it and
+    has a file of someone else's at the destination: the rename fails with
+    ENOENT; that file is not taken for the move's doing."""
+    m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h", "negative_timeout=1h"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("a"), b"ours\n")
+    assert names(m) == ["a"]
+    server.run(sid, "rm %s && echo theirs > %s" % (m.spath("a"), m.spath("b")))
+    with pytest.raises(FileNotFoundError):
+        os.rename(m.p("a"), m.p("b"))
+    assert server.read_file(sid, m.spath("b")) == b"theirs\n"
+    assert server.stat(sid, m.spath("a")) is None
+
+
 def test_renaming_a_dangling_symlink_works(server, mount):
     server.run(mount.sandbox_id, "ln -s /nowhere/at/all /workspace/dangling")
     os.rename(mount.p("dangling"), mount.p("moved"))
@@ -227,6 +242,59 @@ def test_tar_x_under_faults_keeps_every_mtime(server, mount, tmp_path):
         for i in range(20):
             assert float(got["d%d/f%d.txt" % (d, i)]) == 1_600_000_000 + 100 * d + i
 
+
+# ---- osbfs's directory in the sandbox, replaced by the sandbox ----
+#
+# Renames over a file and symlinks claim their operation in
+# /tmp/.osbfs/ops first (at most once). A plain file or a link the
+# sandbox put there in its place is removed and the directory made again
+# (a link is never followed); a /tmp/.osbfs that is not a directory fails
+# the operation at once, naming it.
+
+def rename_over_and_symlink(server, m):
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("a"), b"new")
+    server.write_file(sid, m.spath("b"), b"old")
+    assert sorted(os.listdir(m.p())) == ["a", "b"]
+    os.rename(m.p("a"), m.p("b"))
+    os.symlink("b", m.p("l"))
+    assert server.read_file(sid, m.spath("b")) == b"new"
+    _, out, _ = server.run(sid, "readlink %s" % m.spath("l"))
+    assert out.strip() == "b"
+
+
+@pytest.mark.parametrize("kind", ["file", "link"])
+def test_an_ops_dir_the_sandbox_replaced_is_made_again(server, mount, kind):
+    sid = mount.sandbox_id
+    put = ("printf x >/tmp/.osbfs/ops" if kind == "file" else
+           "mkdir -p /root/victim && ln -s /root/victim /tmp/.osbfs/ops")
+    code, _, err = server.run(sid, "mkdir -p /tmp/.osbfs && rm -rf /tmp/.osbfs/ops && " + put)
+    assert code == 0, err
+    rename_over_and_symlink(server, mount)
+    code, out, err = server.run(sid, "test -d /tmp/.osbfs/ops && test ! -L /tmp/.osbfs/ops && "
+                                     "ls -A /root/victim 2>/dev/null | wc -l")
+    assert code == 0 and out.strip() == "0", (out, err)
+
+
+def test_an_osbfs_dir_that_is_a_link_fails_at_once_naming_it(server, mount):
+    sid = mount.sandbox_id
+    code, _, err = server.run(sid, "rm -rf /tmp/.osbfs && mkdir -p /root/victim && "
+                                   "ln -s /root/victim /tmp/.osbfs")
+    assert code == 0, err
+    server.write_file(sid, mount.spath("a"), b"new")
+    server.write_file(sid, mount.spath("b"), b"old")
+    assert sorted(os.listdir(mount.p())) == ["a", "b"]
+    for fn in (lambda: os.rename(mount.p("a"), mount.p("b")), lambda: os.symlink("b", mount.p("l"))):
+        with pytest.raises(OSError) as e:
+            fn()
+        assert e.value.errno == errno.EIO
+    assert "/tmp/.osbfs is a symbolic link" in mount.log()
+    assert server.read_file(sid, mount.spath("b")) == b"old"
+    assert server.read_file(sid, mount.spath("a")) == b"new"
+    code, out, _ = server.run(sid, "ls -A /root/victim | wc -l; rm -f /tmp/.osbfs")
+    assert out.split()[0] == "0", out
+    # put right, it works again
+    rename_over_and_symlink(server, mount)
 
 # ---- a full cache disk ----
 

@@ -513,6 +513,37 @@ def test_log_collapses_a_message_repeated_in_a_loop(mount):
     assert 'unknown command "frobnicate"' in last_error(mount) or '"other"' in last_error(mount)
 
 
+def test_the_log_escapes_what_it_quotes(make_mount, make_sandbox, server, tmp_path):
+    # names from the sandbox (here job records it made, skipped and
+    # named in the log) and from anyone (a bad mkdir) forge no log line
+    # and send no escape sequence to a terminal, in every sink
+    sid = make_sandbox()
+    forged = "evil\n2026-01-01T00:00:00Z error: forged\x1b]0;owned\x07"
+    code, _, err = server.run(sid, "mkdir -p /tmp/.osbfs/jobs/\"$(printf 'evil\\n"
+                              "2026-01-01T00:00:00Z error: forged\\033]0;owned\\007')\"")
+    assert code == 0, err
+    # and a name that is not UTF-8, as a hostile execd could list it
+    server.inject_listing(sid, "/tmp/.osbfs/jobs", [b"bad\xff\xfe\xc2\x9bname"])
+    f = tmp_path / "osbfs.log"
+    m = make_mount(sandbox_id=sid, options=["log_file=%s" % f])
+    assert os.listdir(osb(m, "jobs")) == []
+    expect_errno(errno.EINVAL, os.mkdir, osb(m, "jobs", "x\x1b[2Jy\\z"))
+    shown = {
+        forged: "evil\\n2026-01-01T00:00:00Z error: forged\\x1b]0;owned\\x07",
+        "bad": "bad\\xff\\xfe\\xc2\\x9bname",
+        "mkdir": "mkdir jobs/x\\x1b[2Jy\\\\z: ",
+    }
+    sinks = {"stderr": m.log().encode(), ".osb/log": read_bytes(osb(m, "log")),
+             "log_file": f.read_bytes()}
+    for sink, text in sinks.items():
+        assert b"\x1b" not in text and b"\x07" not in text and b"\xff" not in text, sink
+        lines = text.decode().splitlines()
+        assert not [l for l in lines if "Z error: forged" in l[:40]], (sink, lines)
+        for what in shown.values():
+            assert len([l for l in lines if what in l]) == 1, (sink, what, lines)
+    assert last_error(m).startswith(shown["mkdir"]), last_error(m)
+
+
 # ---- egress ----
 
 POLICY = {"defaultAction": "deny", "egress": [{"action": "allow", "target": "pypi.org"}]}
@@ -603,11 +634,14 @@ def test_egress_without_a_sidecar_explains_itself(mount):
 
 def as_nobody(op, path, data=None):
     """open(2) of @path as user nobody: for reading (op "r": the bytes
-    read) or for writing @data (op "w"); an errno name on failure."""
+    read) or for writing @data (op "w"); or a listing of directory @path
+    (op "l": the names, sorted, one a line); an errno name on failure."""
     code = ("import errno, os, sys\n"
             "try:\n"
             "    if sys.argv[1] == 'r':\n"
             "        sys.stdout.write(open(sys.argv[2]).read())\n"
+            "    elif sys.argv[1] == 'l':\n"
+            "        print('\\n'.join(sorted(os.listdir(sys.argv[2]))))\n"
             "    else:\n"
             "        fd = os.open(sys.argv[2], os.O_WRONLY | os.O_TRUNC)\n"
             "        os.write(fd, sys.argv[3].encode())\n"
@@ -645,7 +679,45 @@ def test_allow_other_keeps_other_users_out_of_the_control_files(make_mount, shar
         assert info(m)["jobs"] == {"running": 1, "total": 1}
         assert info(m)["state"] == "Running"
         assert not os.path.exists(m.p("pwned"))
-        # what is only read stays readable
-        assert json.loads(as_nobody("r", osb(m, "info")))["sandbox_id"] == m.sandbox_id
+        # the state of a job stays readable
+        assert as_nobody("r", osb(m, "jobs", jid, "status")) == "running"
     finally:
         kill_quietly(m, jid)
+
+
+def test_allow_other_shows_what_the_sandbox_holds_to_the_owner_only(make_mount, shared_dir,
+                                                                    server):
+    # under allow_other the kernel checks modes: what reveals the
+    # sandbox's content (a job's output, the code run and its result) or
+    # the mount's pending state (info's list, the log) is the owner's
+    m = make_mount(options=["allow_other", "writeback_delay=600s"], workdir=shared_dir)
+    jid = start(m, "echo secret-out; echo secret-err >&2")
+    assert wait(m, jid) == "exited 0"
+    write(osb(m, "code", "python", "input"), "print('secret-code')")
+    # (written after them: a start uploads every file first)
+    os.mkdir(m.p("private"), 0o700)
+    with open(m.p("private", "plans-for-q3.txt"), "w") as f:
+        f.write("x")
+    owner_only = [osb(m, "info"), osb(m, "log")] + \
+        [osb(m, "jobs", jid, n) for n in ("cmd", "stdout", "stderr", "info")] + \
+        [osb(m, "code", "python", n) for n in ("input", "output", "result.json")]
+    for path in owner_only:
+        assert as_nobody("r", path) == "EACCES", path
+        assert read(path), path  # the owner reads it as before
+    assert "plans-for-q3" in read(osb(m, "info"))
+    assert as_nobody("l", m.p("private")) == "EACCES"
+    # code/ is the owner's: another user's listing starts no interpreter
+    server.reset_stats()
+    assert as_nobody("l", osb(m, "code")) == "EACCES"
+    assert server.stats().get("sandboxes", {}).get(m.sandbox_id, {}).get(
+        "POST /code/context", 0) == 0
+    # what stays readable: the tree, the README, a job's state
+    assert as_nobody("l", osb(m, "jobs")) == "\n".join(sorted([jid, "latest"]))
+    assert as_nobody("r", osb(m, "jobs", jid, "status")) == "exited 0"
+    assert as_nobody("r", osb(m, "jobs", jid, "wait")) == "exited 0"
+    assert m.sandbox_id in as_nobody("r", osb(m, "README"))
+    # every node is the mount's user's
+    for path in owner_only + [osb(m), osb(m, "jobs", jid)]:
+        st = os.stat(path)
+        assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid()), path
+    write(osb(m, "ctl"), "sync")

@@ -3,10 +3,11 @@ live in the sandbox, so a new mount (new cache dir, as on another
 machine) lists them, and another mount at the same time sees them."""
 
 import errno
+import json
 import os
 
-from jobhelp import (expect_errno, job_file, kill_quietly, osb, read, start, start_named,
-                     status, wait, write)
+from jobhelp import (expect_errno, job_file, kill_quietly, osb, read, read_bytes, start,
+                     start_named, status, wait, write)
 from osbtest import wait_until
 
 
@@ -120,3 +121,58 @@ def test_a_start_that_failed_on_the_way_is_sent_again_and_runs_once(server, moun
         assert wait(mount, jid) == "exited 0", kind
         with open(mount.p("ran.log")) as f:
             assert f.read().splitlines() == ["502", "reset", "reset_after", "500"][:i + 1], kind
+
+
+def test_a_bad_record_is_skipped_and_hides_no_other(make_mount, server, make_sandbox):
+    # anything in the sandbox may write /tmp/.osbfs: a record whose name is
+    # no job name (too long, a reserved name, a byte outside the names'
+    # set) is left out, named once in the log, and hides no other job
+    sid = make_sandbox()
+    m1 = make_mount(sandbox_id=sid)
+    done = start(m1, "echo out")
+    assert wait(m1, done) == "exited 0"
+    m1.stop()
+    long = "a" * 72
+    bad = [long, "b" * 65, "latest", "sp ace", "-dash"]
+    code, _, err = server.run(sid, "".join(
+        "mkdir -p '/tmp/.osbfs/jobs/%s' && echo 'echo hi' > '/tmp/.osbfs/jobs/%s/cmd' && "
+        % (n, n) for n in bad) +
+        # the wrappers' live/ too, which the monitor lists every round
+        "mkdir -p /tmp/.osbfs/live/%s && touch /tmp/.osbfs/live/%s/alive" % (long, long))
+    assert code == 0, err
+
+    m2 = make_mount(sandbox_id=sid)
+    ok = "c" * 64  # the longest name that is one
+    start_named(m2, ok, "sleep 2.5")
+    assert os.listdir(osb(m2, "jobs")) == [done, ok, "latest"]
+    assert os.readlink(osb(m2, "jobs", "latest")) == ok
+    assert status(m2, done) == "exited 0"
+    # while it runs, the monitor lists live/ round after round, and the
+    # listing of jobs/ is read again after it
+    assert wait(m2, ok) == "exited 0"
+    assert os.listdir(osb(m2, "jobs")) == [done, ok, "latest"]
+    expect_errno(errno.ENOENT, os.stat, osb(m2, "jobs", long))
+    log = m2.log()
+    for path in ["jobs/" + n for n in bad] + ["live/" + long]:
+        lines = [l for l in log.splitlines() if '/tmp/.osbfs/%s"' % path in l]
+        assert len(lines) == 1, (path, lines)
+        assert "no job's record" in lines[0], lines[0]
+    assert "cannot read the jobs" not in log and "cannot follow" not in log
+
+
+def test_the_error_a_record_holds_is_shown_escaped(make_mount, server, make_sandbox):
+    # a record's error file is the sandbox's to write: status, wait and
+    # info show its text escaped, as the log would (no escape sequence
+    # reaches whoever cats them to a terminal), and info stays JSON
+    sid = make_sandbox()
+    code, _, err = server.run(sid, "mkdir -p /tmp/.osbfs/jobs/odd && cd /tmp/.osbfs/jobs/odd && "
+                              "echo 'true' > cmd && printf 'bad \\377 \\302\\233\\033[31m\\n' > error")
+    assert code == 0, err
+    m = make_mount(sandbox_id=sid)
+    raw = read_bytes(osb(m, "jobs", "odd", "info"))
+    for b in (b"\xff", b"\xc2\x9b", b"\x1b"):
+        assert b not in raw, raw
+    shown = "bad \\xff \\xc2\\x9b\\x1b[31m"
+    assert json.loads(raw.decode())["error"] == shown
+    assert status(m, "odd") == "error: " + shown
+    assert wait(m, "odd") == "error: " + shown

@@ -10,7 +10,7 @@ import subprocess
 import time
 
 from jobhelp import osb, start, wait, write
-from osbtest import execd_requests, route_count
+from osbtest import execd_requests, route_count, wait_until
 
 
 def sync(m):
@@ -68,6 +68,26 @@ def test_a_new_directory_removed_again_leaves_nothing(server, make_mount):
     sync(m)
     assert server.stat(sid, m.spath("gone")) is None
     assert "gone" not in open(osb(m, "info")).read()
+
+
+def test_a_new_directory_removed_while_its_batch_is_on_the_way_stays_removed(server, make_mount):
+    """The rmdir comes while the write-back's request that makes the
+    directory is on its way: it waits for it, and the directory is gone
+    from the sandbox too (it was made again after the removal)."""
+    m = make_mount(options=["writeback_delay=100ms"])
+    sid = m.sandbox_id
+    server.reset_stats()
+    server.set_faults(next=1, kinds=["delay"], delay_ms=1500, method="POST", path="/directories$")
+    try:
+        os.mkdir(m.p("d"))
+        wait_until(lambda: route_count(server, sid, "POST /directories") == 1, 30,
+                   "the batch that makes the directory")
+        os.rmdir(m.p("d"))
+    finally:
+        server.clear_faults()
+    sync(m)
+    assert "d" not in os.listdir(m.p())
+    assert server.stat(sid, m.spath("d")) is None
 
 
 def test_a_new_directory_renamed_arrives_under_its_new_name(server, make_mount):

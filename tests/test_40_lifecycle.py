@@ -321,3 +321,60 @@ def test_sandbox_deleted_while_mounted(server, make_mount):
     m.stop()  # the sandbox is gone, but nothing was lost: status 0
     assert "nothing was waiting to be uploaded" in m.log()
     assert not is_mounted(m.path)
+
+
+# ---- the server restarted, execd at another address ----
+
+def sync(m):
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+
+
+def restart_moving_execd(srv, sid):
+    """Restarts @srv so that every sandbox's execd listens on a new port
+    (as a restarted Docker host maps them anew); returns its new URL."""
+    old = srv.endpoint(sid)[0]
+    srv.stop()
+    srv.extra_args.append("--new-execd-ports")
+    srv.start()
+    new = srv.endpoint(sid)[0]
+    assert new != old
+    return new
+
+
+@pytest.mark.parametrize("proxy", [False, True], ids=["direct", "server_proxy"])
+def test_a_restart_that_moves_execd_needs_no_remount(make_server, make_mount, proxy):
+    srv = make_server()
+    m = make_mount(srv=srv, options=["writeback_delay=1h"] + (["server_proxy"] if proxy else []))
+    sid = m.sandbox_id
+    with open(m.p("pending.txt"), "w") as f:
+        f.write("written before the restart")
+    assert srv.stat(sid, m.spath("pending.txt")) is None
+    new = restart_moving_execd(srv, sid)
+    sync(m)
+    assert srv.read_file(sid, m.spath("pending.txt")) == b"written before the restart"
+    if proxy:
+        assert "/sandboxes/%s/proxy/44772" % sid in info(m)["endpoint"]
+    else:
+        assert info(m)["endpoint"] == new
+        assert "execd of sandbox %s is now at %s" % (sid, new) in m.log()
+    assert info(m)["server"] == "reachable"
+
+
+def test_an_away_mount_finds_execd_at_its_new_address(make_server, make_mount):
+    srv = make_server()
+    m = make_mount(srv=srv, options=["writeback_delay=1h", "attr_timeout=0", "request_timeout=2s"])
+    sid = m.sandbox_id
+    with open(m.p("pending.txt"), "w") as f:
+        f.write("written while away")
+    srv.kill()
+    with pytest.raises(OSError) as e:
+        os.stat(m.p("nothing-here"))
+    assert e.value.errno == errno.EIO
+    assert info(m)["server"] == "away"
+    new = restart_moving_execd(srv, sid)
+    # nothing touches the mount: only its watchdog asks
+    wait_until(lambda: info(m)["server"] == "reachable", 30, "the watchdog to find execd again")
+    assert info(m)["endpoint"] == new
+    sync(m)
+    assert srv.read_file(sid, m.spath("pending.txt")) == b"written while away"

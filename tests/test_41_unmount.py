@@ -6,6 +6,7 @@ dir is taken (test_44 has mounts sharing one)."""
 
 import fcntl
 import os
+import shlex
 import subprocess
 
 from jobhelp import info, osb
@@ -79,11 +80,15 @@ def test_osbfs_u_with_the_server_down_names_the_pending_file(make_server, make_m
     srv = make_server()
     m = make_mount(srv=srv, options=["writeback_delay=600s", "request_timeout=3s"])
     sid = m.sandbox_id
-    write_files(m, {"kept/pending.txt": b"not lost"})
+    odd = "\x1b[2Jodd\nname.txt"  # a name may hold anything but '/'
+    write_files(m, {"kept/pending.txt": b"not lost", "kept/" + odd: b"odd"})
     srv.stop()
     r = osbfs_u(m)
     assert r.returncode == 1, r.stderr
     assert m.spath("kept", "pending.txt") in r.stderr
+    # named escaped: no escape sequence for the terminal, no forged line
+    assert "  " + m.spath("kept", "\\x1b[2Jodd\\nname.txt") + "\n" in r.stderr, r.stderr
+    assert "\x1b" not in r.stderr and "name.txt" not in r.stderr.replace("\\nname.txt", "")
     assert os.path.join(m.cache_dir, sid) in r.stderr
     assert not is_mounted(m.path)
     reap(m, expect_status=1)
@@ -93,6 +98,7 @@ def test_osbfs_u_with_the_server_down_names_the_pending_file(make_server, make_m
     r = osbfs_u(m2)
     assert r.returncode == 0, r.stderr
     assert srv.read_file(sid, m2.spath("kept", "pending.txt")) == b"not lost"
+    assert srv.run(sid, "cat " + shlex.quote(m2.spath("kept", odd)))[1] == "odd\n"
 
 
 def test_osbfs_u_of_something_else_fails(tmp_path):

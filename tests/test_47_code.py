@@ -322,6 +322,24 @@ def test_state_survives_a_remount(make_mount, server):
     assert reqs.get("GET /code/contexts") == 1, reqs
 
 
+def test_a_record_named_as_a_file_is_no_context(make_mount, server):
+    # the sandbox may write any record: one of a live context named like
+    # a file of code/LANG/ (or no job name) is skipped, not listed twice
+    m = make_mount()
+    run(m, "x = 1")
+    os.mkdir(code(m, "python", "side"))
+    run(m, "x = 2", ctx="side")
+    cid = result(m, ctx="side")["context"]
+    sid = m.sandbox_id
+    m.stop()
+    for name in ("input", "result.json", "latest"):
+        server.write_file(sid, "/tmp/.osbfs/code/python@%s@%s" % (name, cid), b"")
+    m2 = make_mount(sandbox_id=sid)
+    names = os.listdir(code(m2, "python"))
+    assert sorted(names) == ["ctl", "input", "output", "result.json", "side"], names
+    assert sections(run(m2, "x", ctx="side"))["value"] == "2"
+
+
 def test_bash_context_keeps_exported_state(mount):
     run(mount, "export GREETING=hello", lang="bash")
     d = sections(run(mount, "echo $GREETING world", lang="bash"))
@@ -396,3 +414,62 @@ def test_a_close_still_waiting_at_a_lazy_unmount(make_mount):
     t0 = time.monotonic()
     assert m.stop(timeout=60) == 0
     assert time.monotonic() - t0 < 30
+
+
+# ---- a run whose answer was lost ----
+#
+# The server runs the code, then drops the connection (reset_after) or
+# drops it first (reset). osbfs never sends the code again: it runs a
+# probe that does nothing in the same context, whose execution count
+# says whether the lost run ran.
+
+def lose_next_runs(server, kind, n=1):
+    server.set_faults(next=n, kinds=[kind], scope="execd", path="/code$", method="POST")
+
+
+def write_input(m, src):
+    """Writes @src to python's input; the errno of the close, 0 if none."""
+    try:
+        write(code(m, "python", "input"), src)
+    except OSError as e:
+        return e.errno
+    return 0
+
+
+def test_a_run_whose_answer_was_lost_but_ran_says_so(mount, server):
+    run(mount, "n = 0")
+    lose_next_runs(server, "reset_after")
+    try:
+        assert write_input(mount, "n += 1") == 0
+    finally:
+        server.clear_faults()
+    d = sections(read(code(mount, "python", "output")))
+    assert d["status"] == "ran", d
+    assert "answer was lost" in d["note"]
+    r = result(mount)
+    assert r["status"] == "ran" and r["answer_lost"] is True and r["failure"] is None
+    assert sections(run(mount, "n"))["value"] == "1"   # it ran, once
+
+
+def test_a_run_lost_before_it_ran_is_failed_and_nothing_ran(mount, server):
+    run(mount, "n = 0")
+    lose_next_runs(server, "reset")
+    try:
+        assert write_input(mount, "n += 1") == errno.EIO
+    finally:
+        server.clear_faults()
+    d = sections(read(code(mount, "python", "output")))
+    assert d["status"].startswith("failed: ") and "nothing ran" in d["status"], d
+    assert sections(run(mount, "n"))["value"] == "0"
+
+
+def test_a_run_that_cannot_be_settled_is_unknown_not_run_twice(mount, server):
+    run(mount, "n = 0")
+    lose_next_runs(server, "reset_after", n=2)   # the run, and the probe
+    try:
+        assert write_input(mount, "n += 1") == errno.EIO
+    finally:
+        server.clear_faults()
+    d = sections(read(code(mount, "python", "output")))
+    assert d["status"].startswith("unknown: its answer was lost"), d
+    assert sections(run(mount, "n"))["value"] == "1"

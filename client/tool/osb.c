@@ -15,13 +15,20 @@
 
 #include "osb_tool.h"
 
+/* "osb: @what: @msg; @maybe" on stderr, the message escaped (it may
+ * quote the sandbox's names); @what and @maybe may be NULL. */
+static void say(const char *what, const char *msg, const char *maybe)
+{
+	char *esc = osb_escape(msg, strlen(msg));
+	fprintf(stderr, "osb: %s%s%s%s%s\n", what ? what : "", what ? ": " : "",
+		esc ? esc : "(out of memory)", maybe ? "; " : "",
+		maybe ? maybe : "");
+	free(esc);
+}
+
 int cli_fail(const char *what, int rc, const struct osb_error *err)
 {
-	const char *msg = err && err->message[0] ? err->message : strerror(-rc);
-	if (what)
-		fprintf(stderr, "osb: %s: %s\n", what, msg);
-	else
-		fprintf(stderr, "osb: %s\n", msg);
+	say(what, err && err->message[0] ? err->message : strerror(-rc), NULL);
 	return 1;
 }
 
@@ -30,8 +37,7 @@ int cli_fail_unsure(const char *what, int rc, const struct osb_error *err,
 {
 	if (rc != -ECONNRESET && rc != -ETIMEDOUT)
 		return cli_fail(what, rc, err);
-	fprintf(stderr, "osb: %s: %s; %s\n", what,
-		err && err->message[0] ? err->message : strerror(-rc), maybe);
+	say(what, err && err->message[0] ? err->message : strerror(-rc), maybe);
 	return 1;
 }
 
@@ -235,7 +241,7 @@ static void trace_call(void *arg, const char *method, const char *path,
 	char line[1200];
 	osb_trace_format(line, sizeof(line), method, path, status, error, ms,
 			 attempt);
-	fprintf(stderr, "osb: %s\n", line);
+	say(NULL, line, NULL); /* the path may be anything */
 }
 
 /* Overwrites the bytes of a secret given on the command line, so that

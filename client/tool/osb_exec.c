@@ -625,6 +625,34 @@ static char *read_all_stdin(void)
 	return s;
 }
 
+/* osb code contexts [LANGUAGE]: the contexts, as a table (escaped) or
+ * JSON, or for scripts a line "ID<TAB>LANGUAGE" each. */
+static int code_contexts(struct osb_cli *cli, struct osb_sandbox *sb,
+			 const char *language)
+{
+	static const char *const cols[] = { "id", "language", NULL };
+	struct osb_code_context *ctx;
+	struct osb_error err;
+	size_t n;
+
+	int rc = osb_code_context_list(sb, language, &ctx, &n, &err);
+	if (rc)
+		return cli_fail("code", rc, &err);
+	struct cli_rec *r = cli->format == CLI_RAW ? NULL : rec_array();
+	for (size_t i = 0; i < n; i++) {
+		const char *lang = ctx[i].language ? ctx[i].language : "";
+		if (!r) {
+			printf("%s\t%s\n", ctx[i].id, lang);
+			continue;
+		}
+		struct cli_rec *o = rec_add_object(r, NULL);
+		rec_str(o, "id", ctx[i].id);
+		rec_str(o, "language", lang);
+	}
+	osb_code_context_array_free(ctx, n);
+	return r ? cli_print(cli, r, cols) : 0;
+}
+
 int cmd_code(struct osb_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -651,20 +679,9 @@ int cmd_code(struct osb_cli *cli, int argc, char **argv)
 	if (!sb)
 		return 1;
 	const char *verb = argv[optind];
-	if (strcmp(verb, "contexts") == 0) {
-		struct osb_code_context *ctx;
-		size_t n;
-		rc = osb_code_context_list(
-			sb, optind + 1 < argc ? argv[optind + 1] : NULL, &ctx,
-			&n, &err);
-		if (rc)
-			return cli_fail("code", rc, &err);
-		for (size_t i = 0; i < n; i++)
-			printf("%s\t%s\n", ctx[i].id,
-			       ctx[i].language ? ctx[i].language : "");
-		osb_code_context_array_free(ctx, n);
-		return 0;
-	}
+	if (strcmp(verb, "contexts") == 0)
+		return code_contexts(
+			cli, sb, optind + 1 < argc ? argv[optind + 1] : NULL);
 	if (strcmp(verb, "new") == 0 && optind + 2 == argc) {
 		struct osb_code_context ctx;
 		rc = osb_code_context_create(sb, argv[optind + 1], NULL, &ctx,

@@ -42,7 +42,8 @@ static void mode_string(const struct osb_stat *st, char out[11])
 	out[10] = '\0';
 }
 
-static void print_long(const struct osb_stat *st, const char *name)
+static void print_long(const struct osb_cli *cli, const struct osb_stat *st,
+		       const char *name)
 {
 	char mode[11], when[32];
 	struct tm tm;
@@ -51,8 +52,8 @@ static void print_long(const struct osb_stat *st, const char *name)
 	mode_string(st, mode);
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M", &tm);
-	printf("%s %-8s %-8s %10lld %s %s\n", mode, st->owner, st->group,
-	       (long long)st->size, when, name);
+	cli_line(cli, "%s %-8s %-8s %10lld %s %s", mode, st->owner, st->group,
+		 (long long)st->size, when, name);
 }
 
 int cmd_ls(struct osb_cli *cli, int argc, char **argv)
@@ -100,9 +101,9 @@ int cmd_ls(struct osb_cli *cli, int argc, char **argv)
 		else if (skip == 1 && name[0] == '/')
 			name += 1;
 		if (longfmt)
-			print_long(&ents[i], name);
+			print_long(cli, &ents[i], name);
 		else
-			printf("%s\n", name);
+			cli_line(cli, "%s", name);
 	}
 	osb_stat_array_free(ents, n);
 	return 0;

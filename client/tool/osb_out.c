@@ -3,6 +3,11 @@
  * builds a record (a JSON value, kept in cJSON here and nowhere else in
  * the tool) and cli_print() prints it as the -o format says; the raw
  * lines scripts read are each command's own.
+ *
+ * What a table or a line for a terminal shows of the sandbox or the
+ * server (names, messages) is escaped (osb_escape()): a name holding
+ * an escape sequence or a newline shows as \x1b or \n. JSON is escaped
+ * by its own rules, and the raw lines and file contents stay as they are.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -111,14 +116,19 @@ struct cli_rec *rec_add_array(struct cli_rec *r, const char *key)
 	return r ? R(a) : NULL;
 }
 
-/* A value as a table cell: strings as they are, arrays joined by
- * spaces, null as "-". malloc'd. */
+static char *escaped(const char *s)
+{
+	return osb_escape(s, strlen(s));
+}
+
+/* A value as a table cell: strings escaped, arrays joined by spaces,
+ * null as "-". malloc'd. */
 static char *cell(const cJSON *v)
 {
 	if (!v || cJSON_IsNull(v))
 		return strdup("-");
 	if (cJSON_IsString(v))
-		return strdup(v->valuestring);
+		return escaped(v->valuestring);
 	if (cJSON_IsBool(v))
 		return strdup(cJSON_IsTrue(v) ? "true" : "false");
 	if (cJSON_IsArray(v)) {
@@ -185,7 +195,7 @@ static void kv_add(struct kvrows *t, const char *prefix, const cJSON *o)
 			}
 			t->cap = cap;
 		}
-		t->keys[t->n] = strdup(key);
+		t->keys[t->n] = escaped(key);
 		t->vals[t->n] = cell(e);
 		t->n++;
 	}
@@ -327,6 +337,23 @@ int cli_print(struct osb_cli *cli, struct cli_rec *r, const char *const *cols)
 	return rc ? cli_fail(NULL, rc, NULL) : 0;
 }
 
+void cli_line(const struct osb_cli *cli, const char *fmt, ...)
+{
+	va_list ap;
+	char *text = NULL;
+
+	va_start(ap, fmt);
+	int n = vasprintf(&text, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	char *esc =
+		cli->format == CLI_TABLE ? osb_escape(text, (size_t)n) : NULL;
+	printf("%s\n", esc ? esc : text);
+	free(esc);
+	free(text);
+}
+
 void cli_done(struct osb_cli *cli, const char *fmt, ...)
 {
 	char msg[1024];
@@ -338,7 +365,7 @@ void cli_done(struct osb_cli *cli, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (cli->format == CLI_TABLE) {
-		printf("%s\n", msg);
+		cli_line(cli, "%s", msg);
 		return;
 	}
 	struct cli_rec *r = rec_object();

@@ -132,6 +132,10 @@ struct cli_rec *rec_add_array(struct cli_rec *r, const char *key);
  * memory, said).
  */
 int cli_print(struct osb_cli *cli, struct cli_rec *r, const char *const *cols);
+/* One line of a listing (ls, code contexts): escaped for a terminal
+ * (table), as it is for scripts (raw). */
+void cli_line(const struct osb_cli *cli, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* A command done that prints no result: a line on a terminal (table),
  * {"status":"ok","message":...} for JSON, nothing for scripts. */
 void cli_done(struct osb_cli *cli, const char *fmt, ...)

@@ -195,6 +195,17 @@ void code_rec_write(struct code *cd, const struct code_ctx *cx,
 	}
 }
 
+bool code_name_valid(const char *name)
+{
+	/* the files of code/LANG/, beside which the contexts are listed */
+	static const char *const files[] = { "input", "output", "ctl",
+					     "result.json" };
+	for (size_t i = 0; i < sizeof(files) / sizeof(*files); i++)
+		if (strcmp(name, files[i]) == 0)
+			return false;
+	return job_name_valid(name);
+}
+
 bool code_rec_parse(const char *base, struct code_rec *ret)
 {
 	struct code_rec r = { 0 };
@@ -215,7 +226,7 @@ bool code_rec_parse(const char *base, struct code_rec *ret)
 		return false;
 	snprintf(r.name, sizeof(r.name), "%.*s", (int)nl, a + 1);
 	snprintf(r.id, sizeof(r.id), "%s", b + 1);
-	if (r.name[0] && !job_name_valid(r.name))
+	if (r.name[0] && !code_name_valid(r.name))
 		return false;
 	*ret = r;
 	return true;
@@ -487,9 +498,7 @@ int code_make_named(struct code *cd, struct code_ctx *lang, const char *name,
 	struct osb_error err;
 	char id[OSB_ID_MAX];
 
-	if (!job_name_valid(name) || strcmp(name, "input") == 0 ||
-	    strcmp(name, "output") == 0 || strcmp(name, "ctl") == 0 ||
-	    strcmp(name, "result.json") == 0) {
+	if (!code_name_valid(name)) {
 		log_error("mkdir code/%s/%s: a context's name is 1 to %d of "
 			  "A-Z a-z 0-9 . _ - (not starting with . or -), and "
 			  "not one of the files' names",

@@ -32,12 +32,15 @@ enum code_status {
 	CODE_OK,      /* ended without an error */
 	CODE_ERROR,   /* the code raised an error (the result says which) */
 	CODE_FAILED,  /* it could not run to its end (why: failure) */
+	CODE_RAN,     /* its answer was lost, but it ran (code_settle.c) */
+	CODE_UNKNOWN, /* its answer was lost; whether it ran is not known
+			 (why: failure) */
 };
 
 /* The last run of a context. */
 struct code_result {
 	enum code_status status;
-	char *failure; /* CODE_FAILED: why */
+	char *failure; /* CODE_FAILED, CODE_UNKNOWN: why */
 	long count;    /* execution_count, 0 if none came */
 	struct text out, err;
 	struct text value;   /* the results' text/plain, one per line */
@@ -48,6 +51,7 @@ struct code_result {
 	bool truncated;        /* some output went past TEXT_MAX */
 	bool context_lost;     /* run in a new context: execd had lost
 				  the old one, and its state */
+	bool answer_lost;      /* settled by code_settle.c */
 	struct timespec started_at, finished_at;
 };
 
@@ -65,6 +69,11 @@ struct code_ctx {
 	struct text code;  /* the code of the last run */
 	struct code_result r;
 	int run_rc; /* the last run's errno (0: it ran) */
+	/* execd's execution count of the context: the last one seen
+	 * (exact), or a bound below it (0 for a context made or taken
+	 * again; code_settle.c) */
+	long count_low;
+	bool count_exact;
 };
 
 enum lang_state { LANG_UNKNOWN, LANG_ASKING, LANG_OK, LANG_REFUSED };
@@ -96,6 +105,9 @@ struct code {
 
 /* code.c */
 int code_lang_index(const char *name);
+/* Whether @name can name a context of code/LANG/: a job's name
+ * (job_id_valid), and none of the files' there. */
+bool code_name_valid(const char *name);
 /* A record's file name LANG@NAME@ID, from the sandbox (anything may be
  * there): true when it is one, *ret then filled (alive and taken
  * false). */
@@ -113,5 +125,21 @@ int code_ctx_delete(struct code *cd, const char *id, struct osb_error *err);
 
 /* code_run.c */
 void code_result_release(struct code_result *r);
+/* @dl: @ms from now on CLOCK_MONOTONIC (cd->cond's clock). */
+void code_deadline(struct timespec *dl, long ms);
+
+/* code_settle.c */
+/* Whether a run that failed with @rc (and @err) may have run: its
+ * request may have reached execd, and no answer of execd said it did
+ * not. */
+bool code_maybe_ran(int rc, const struct osb_error *err);
+/* After such a failure of a run in context @id of @cx, whose execution
+ * count was @low before (exactly or at least): CODE_RAN, CODE_FAILED (it
+ * did not run) or CODE_UNKNOWN, with the reason of the last two in @why.
+ * Sends one probe (more while the context is busy with the lost run);
+ * never runs the code again. Unlocked; updates the count it learns. */
+enum code_status code_settle(struct code *cd, struct code_ctx *cx,
+			     const char *id, long low, bool exact, char *why,
+			     size_t why_size);
 
 #endif /* OSBFS_CODE_I_H */

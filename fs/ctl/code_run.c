@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "code_i.h"
 #include "log.h"
@@ -66,6 +67,8 @@ struct run {
 	struct code_ctx *cx;
 	char id[OSB_ID_MAX];
 	char *src;
+	long count_low; /* the context's execution count before (code_i.h) */
+	bool count_exact;
 };
 
 /* Appends to one of the result's texts; what goes past TEXT_MAX is
@@ -144,6 +147,34 @@ static int on_event(void *arg, const struct osb_event *ev)
 }
 
 /*
+ * A run that execd refuses with "session is busy" did not run (execd
+ * answers so before it starts the code). Right after a run of this
+ * mount ends, its context may still be marked busy for a moment: the
+ * end of the stream can come before execd lets the context go. So a
+ * busy answer is asked again a few times, over about a second, before
+ * it is taken to mean that other code is running there. A run the
+ * mount is leaving is not asked again.
+ */
+static int run_unless_busy(struct run *run, bool *failed, struct osb_error *err)
+{
+	static const long waits_ms[] = { 20, 50, 100, 200, 300, 400 };
+	struct code *cd = run->cd;
+	int rc = osb_code_run(cd->fs->sb, run->id, lang_of(run->cx), run->src,
+			      on_event, run, failed, err);
+	for (size_t i = 0; rc == -EBUSY && !atomic_load(&run->cx->cancel) &&
+			   i < sizeof(waits_ms) / sizeof(*waits_ms);
+	     i++) {
+		struct timespec ts = { 0, waits_ms[i] * 1000000L };
+		nanosleep(&ts, NULL);
+		osb_error_clear(err);
+		*failed = false;
+		rc = osb_code_run(cd->fs->sb, run->id, lang_of(run->cx),
+				  run->src, on_event, run, failed, err);
+	}
+	return rc;
+}
+
+/*
  * The context is gone from execd (restarted, or its context deleted by
  * someone else): the run goes to a new one, which takes the old one's
  * place, and the result says that the earlier state is lost.
@@ -162,15 +193,61 @@ static int run_in_new_context(struct run *run, const char *label, bool *failed,
 	log_warn("code/%s: context %s was gone from the sandbox; a new one "
 		 "(%s) takes its place, without its state",
 		 label, old, run->id);
+	run->count_low = 0;
+	run->count_exact = false;
 	pthread_mutex_lock(&cd->lock);
-	if (strcmp(cx->id, old) == 0) /* not reset meanwhile */
+	if (strcmp(cx->id, old) == 0) { /* not reset meanwhile */
 		snprintf(cx->id, sizeof(cx->id), "%s", run->id);
+		cx->count_low = 0;
+		cx->count_exact = false;
+	}
 	cx->r.context_lost = true;
 	pthread_mutex_unlock(&cd->lock);
 	code_rec_write(cd, cx, old);
 	osb_error_clear(err);
 	return osb_code_run(cd->fs->sb, run->id, lang_of(cx), run->src,
 			    on_event, run, failed, err);
+}
+
+/* The end of a run (locked): its status, and what the context's
+ * execution count is now known to be. @settled is CODE_IDLE unless the
+ * answer was lost and code_settle() said what became of the run. */
+static void finish_locked(struct run *run, int rc, const struct osb_error *err,
+			  bool failed, enum code_status settled,
+			  const char *why, bool cancelled)
+{
+	struct code_ctx *cx = run->cx;
+	struct code_result *r = &cx->r;
+	bool same = strcmp(cx->id, run->id) == 0; /* not reset meanwhile */
+	clock_gettime(CLOCK_REALTIME, &r->finished_at);
+	free(r->failure);
+	r->failure = NULL;
+	if (settled != CODE_IDLE) {
+		r->status = settled;
+		r->answer_lost = true;
+		if (settled != CODE_RAN)
+			r->failure = strdup(why);
+		cx->run_rc = settled == CODE_RAN ? 0 : -EIO;
+	} else if (rc) {
+		r->status = CODE_FAILED;
+		r->failure = strdup(
+			cancelled    ? "the mount went away during "
+				       "the run (it was interrupted)" :
+			rc == -EBUSY ? "the context is running other code "
+				       "(write interrupt to ctl)" :
+				       err->message);
+		cx->run_rc = cancelled ? -ESHUTDOWN : fs_errno(rc);
+		if (same && (cancelled || rc == -EBUSY))
+			cx->count_exact = false; /* others ran in it */
+	} else {
+		r->status = failed || r->ename ? CODE_ERROR : CODE_OK;
+		cx->run_rc = 0;
+		if (same && r->count > 0)
+			cx->count_low = r->count;
+		if (same)
+			cx->count_exact = r->count > 0;
+	}
+	cx->running = false;
 }
 
 static void *follow_main(void *arg)
@@ -180,14 +257,20 @@ static void *follow_main(void *arg)
 	struct code_ctx *cx = run->cx;
 	struct osb_error err;
 	bool failed = false;
-	char label[96];
+	char label[96], why[1200] = "";
+	enum code_status settled = CODE_IDLE;
 
 	ctx_label(cx, label, sizeof(label));
 	osb_error_clear(&err);
-	int rc = osb_code_run(cd->fs->sb, run->id, lang_of(cx), run->src,
-			      on_event, run, &failed, &err);
+	int rc = run_unless_busy(run, &failed, &err);
 	if (rc == -ENOENT && !atomic_load(&cx->cancel))
 		rc = run_in_new_context(run, label, &failed, &err);
+	if (rc && !atomic_load(&cx->cancel) && code_maybe_ran(rc, &err)) {
+		log_warn("code/%s: %s; checking whether the code ran", label,
+			 err.message);
+		settled = code_settle(cd, cx, run->id, run->count_low,
+				      run->count_exact, why, sizeof(why));
+	}
 	bool cancelled = atomic_load(&cx->cancel);
 	if (!cancelled) {
 		/* what the code wrote shows through the mount at once */
@@ -195,26 +278,17 @@ static void *follow_main(void *arg)
 		notify_drain(cd->fs);
 	}
 	pthread_mutex_lock(&cd->lock);
-	struct code_result *r = &cx->r;
-	clock_gettime(CLOCK_REALTIME, &r->finished_at);
-	if (rc) {
-		r->status = CODE_FAILED;
-		free(r->failure);
-		r->failure = strdup(
-			cancelled    ? "the mount went away during "
-				       "the run (it was interrupted)" :
-			rc == -EBUSY ? "the context is running other code "
-				       "(write interrupt to ctl)" :
-				       err.message);
-		cx->run_rc = cancelled ? -ESHUTDOWN : fs_errno(rc);
-	} else {
-		r->status = failed || r->ename ? CODE_ERROR : CODE_OK;
-		cx->run_rc = 0;
-	}
-	cx->running = false;
+	finish_locked(run, rc, &err, failed, settled, why, cancelled);
 	pthread_cond_broadcast(&cd->cond);
 	pthread_mutex_unlock(&cd->lock);
-	if (rc && !cancelled)
+	if (settled == CODE_RAN)
+		log_warn("code/%s: the answer was lost, but the code ran "
+			 "(the context's execution count says so): what it "
+			 "printed after the break is lost",
+			 label);
+	else if (settled != CODE_IDLE)
+		log_error("code/%s: %s", label, why);
+	else if (rc && !cancelled)
 		log_error("code/%s: the run failed: %s", label,
 			  rc == -EBUSY ? "the context is busy" : err.message);
 	free(run->src);
@@ -245,6 +319,8 @@ static int start_locked(struct code *cd, struct code_ctx *cx, char *src)
 	run->cx = cx;
 	run->src = src;
 	snprintf(run->id, sizeof(run->id), "%s", cx->id);
+	run->count_low = cx->count_low;
+	run->count_exact = cx->count_exact;
 	code_result_release(&cx->r);
 	cx->r.status = CODE_RUNNING;
 	clock_gettime(CLOCK_REALTIME, &cx->r.started_at);
@@ -258,17 +334,22 @@ static int start_locked(struct code *cd, struct code_ctx *cx, char *src)
 	return 0;
 }
 
+void code_deadline(struct timespec *dl, long ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, dl);
+	dl->tv_sec += ms / 1000;
+	dl->tv_nsec += (ms % 1000) * 1000000L;
+	if (dl->tv_nsec >= 1000000000L) {
+		dl->tv_sec++;
+		dl->tv_nsec -= 1000000000L;
+	}
+}
+
 /* The run's end, or the deadline. Locked. */
 static void wait_locked(struct code *cd, struct code_ctx *cx, long ms)
 {
 	struct timespec dl;
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += ms / 1000;
-	dl.tv_nsec += (ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	code_deadline(&dl, ms);
 	while (cx->running && !cd->stopping)
 		if (pthread_cond_timedwait(&cd->cond, &cd->lock, &dl) ==
 		    ETIMEDOUT)
@@ -399,6 +480,8 @@ static int reset(struct code *cd, struct code_ctx *cx, const char *label)
 	bool join = !rc && !cx->running && take_thread(cx, &t);
 	if (!rc) {
 		snprintf(cx->id, sizeof(cx->id), "%s", id);
+		cx->count_low = 0;
+		cx->count_exact = false;
 		if (!cx->running) {
 			code_result_release(&cx->r);
 			text_release(&cx->code);

@@ -4,8 +4,10 @@
  * `input` (the code of the last run).
  *
  * output's layout: a first line `status: S`, S one of `idle` (nothing
- * run yet), `running`, `ok`, `error` (the code raised one), or
- * `failed: WHY` (it could not run to its end); then a section for each
+ * run yet), `running`, `ok`, `error` (the code raised one),
+ * `failed: WHY` (it could not run to its end), `ran` (its answer was
+ * lost, but the code ran: code_settle.c) or `unknown: WHY` (its answer
+ * was lost, and whether it ran cannot be told); then a section for each
  * part the run gave, in this order and only when it is not empty, each
  * a line `--- NAME` and the text, ending with a newline:
  *   --- stdout       what the code printed
@@ -15,8 +17,9 @@
  *   --- error        NAME: VALUE of the error
  *   --- traceback    the traceback, without terminal colours
  * Other MIME types are only in result.json; a section `--- note` says
- * so, and also when the output was cut, or the sandbox had lost the
- * context (its variables gone: the code ran in a new one).
+ * so, and also when the output was cut, the sandbox had lost the
+ * context (its variables gone: the code ran in a new one), or the
+ * answer was lost (`ran`).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,6 +39,10 @@ static const char *status_name(enum code_status s)
 		return "ok";
 	case CODE_ERROR:
 		return "error";
+	case CODE_RAN:
+		return "ran";
+	case CODE_UNKNOWN:
+		return "unknown";
 	default:
 		return "failed";
 	}
@@ -80,10 +87,9 @@ int code_output_text(struct code *cd, struct code_ctx *cx, struct text *out)
 	struct text tb = { 0 };
 	pthread_mutex_lock(&cd->lock);
 	const struct code_result *r = &cx->r;
-	int rc = text_printf(
-		out, "status: %s%s%s\n", status_name(r->status),
-		r->status == CODE_FAILED ? ": " : "",
-		r->status == CODE_FAILED && r->failure ? r->failure : "");
+	int rc = text_printf(out, "status: %s%s%s\n", status_name(r->status),
+			     r->failure ? ": " : "",
+			     r->failure ? r->failure : "");
 	if (!rc)
 		rc = section(out, "stdout", r->out.s, r->out.len);
 	if (!rc)
@@ -108,6 +114,12 @@ int code_output_text(struct code *cd, struct code_ctx *cx, struct text *out)
 		rc = text_adds(out, "--- note\nthe sandbox had lost this "
 				    "context (and its variables): the code ran "
 				    "in a new one\n");
+	if (!rc && r->status == CODE_RAN)
+		rc = text_adds(out, "--- note\nthe answer was lost on its "
+				    "way: the context's execution count shows "
+				    "the code ran, once; what it printed, "
+				    "returned or raised after the break is not "
+				    "known\n");
 	if (!rc && r->truncated)
 		rc = text_adds(out, "--- note\nthe output was cut at 16 "
 				    "MiB\n");
@@ -131,8 +143,7 @@ int code_result_json(struct code *cd, struct code_ctx *cx, struct text *out)
 	if (!rc)
 		rc = text_adds(out, ",\"failure\":");
 	if (!rc)
-		rc = text_json_str(out, r->status == CODE_FAILED ? r->failure :
-								   NULL);
+		rc = text_json_str(out, r->failure);
 	if (!rc)
 		rc = text_adds(out, ",\"language\":");
 	if (!rc)
@@ -178,9 +189,10 @@ int code_result_json(struct code *cd, struct code_ctx *cx, struct text *out)
 	if (!rc)
 		rc = text_printf(out,
 				 ",\"truncated\":%s,\"context_lost\":%s,"
-				 "\"started_at\":",
+				 "\"answer_lost\":%s,\"started_at\":",
 				 r->truncated ? "true" : "false",
-				 r->context_lost ? "true" : "false");
+				 r->context_lost ? "true" : "false",
+				 r->answer_lost ? "true" : "false");
 	if (!rc)
 		rc = text_json_time(out, r->started_at);
 	if (!rc)

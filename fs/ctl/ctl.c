@@ -226,23 +226,31 @@ bool ctl_latest_id(struct ctl *c, char *buf, size_t size)
 	return true;
 }
 
-/* The mode of each kind: who may read (0444) and write (0200) it. Under
- * allow_other the kernel checks these (options.c adds
- * default_permissions): nothing here is writable but by the owner, so no
- * other user runs a command, signals a job or changes the sandbox. */
+/* The mode of each kind. Under allow_other the kernel checks these
+ * (options.c adds default_permissions) against the mount's user, who
+ * owns every node: nothing here is writable but by the owner, so no
+ * other user runs a command, signals a job or changes the sandbox; and
+ * nothing that shows what the sandbox holds or prints, or what the mount
+ * has not uploaded yet, is readable but by the owner (info's pending
+ * paths and last error, the log, a job's command, output and info, a
+ * context's code and results). code/ is the owner's alone: listing it
+ * or naming a language there makes the sandbox start an interpreter.
+ * Other users may walk the rest of the tree and read the README, the
+ * network policy and each job's status, exit_code and wait. Without
+ * allow_other nobody else reaches the mount at all. */
 static const mode_t modes[] = {
 	[K_ROOT] = S_IFDIR | 0755,    [K_README] = S_IFREG | 0444,
-	[K_INFO] = S_IFREG | 0444,    [K_CTL] = S_IFREG | 0200,
-	[K_EGRESS] = S_IFREG | 0644,  [K_LOG] = S_IFREG | 0444,
+	[K_INFO] = S_IFREG | 0400,    [K_CTL] = S_IFREG | 0200,
+	[K_EGRESS] = S_IFREG | 0644,  [K_LOG] = S_IFREG | 0400,
 	[K_RUN] = S_IFREG | 0644,     [K_JOBS] = S_IFDIR | 0755,
 	[K_LATEST] = S_IFLNK | 0777,  [K_JOB] = S_IFDIR | 0755,
-	[K_JCMD] = S_IFREG | 0444,    [K_JSTATUS] = S_IFREG | 0444,
-	[K_JEXIT] = S_IFREG | 0444,   [K_JSTDOUT] = S_IFREG | 0444,
-	[K_JSTDERR] = S_IFREG | 0444, [K_JWAIT] = S_IFREG | 0444,
-	[K_JCTL] = S_IFREG | 0200,    [K_JINFO] = S_IFREG | 0444,
-	[K_CODE] = S_IFDIR | 0755,    [K_CDIR] = S_IFDIR | 0755,
-	[K_CINPUT] = S_IFREG | 0644,  [K_COUTPUT] = S_IFREG | 0444,
-	[K_CRESULT] = S_IFREG | 0444, [K_CCTL] = S_IFREG | 0200,
+	[K_JCMD] = S_IFREG | 0400,    [K_JSTATUS] = S_IFREG | 0444,
+	[K_JEXIT] = S_IFREG | 0444,   [K_JSTDOUT] = S_IFREG | 0400,
+	[K_JSTDERR] = S_IFREG | 0400, [K_JWAIT] = S_IFREG | 0444,
+	[K_JCTL] = S_IFREG | 0200,    [K_JINFO] = S_IFREG | 0400,
+	[K_CODE] = S_IFDIR | 0700,    [K_CDIR] = S_IFDIR | 0755,
+	[K_CINPUT] = S_IFREG | 0600,  [K_COUTPUT] = S_IFREG | 0400,
+	[K_CRESULT] = S_IFREG | 0400, [K_CCTL] = S_IFREG | 0200,
 	[K_SCRATCH] = S_IFREG | 0600,
 };
 
@@ -253,7 +261,7 @@ mode_t ctl_node_mode(struct ctl *c, const struct ctl_node *n)
 		return modes[n->kind];
 	/* a named job's cmd takes a command until it has one */
 	job_view(c->jobs, n->job, &v);
-	return S_IFREG | (v.state == JOB_CREATED ? 0644 : 0444);
+	return S_IFREG | (v.state == JOB_CREATED ? 0600 : 0400);
 }
 
 /* The length of what @make writes. */

@@ -90,7 +90,9 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	rc = rc ? rc : json_unix_time(out, li.expires_at);
 	rc = rc ? rc : expiry_json(c, &li, out);
 	rc = rc ? rc : text_adds(out, ",\"endpoint\":");
-	rc = rc ? rc : text_json_str(out, osb_sandbox_execd_url(fs->sb));
+	char *url = osb_sandbox_execd_url(fs->sb);
+	rc = rc ? rc : url ? text_json_str(out, url) : -ENOMEM;
+	free(url);
 	/* away: requests fail at once, the cache is served (watch.h) */
 	rc = rc ? rc : text_adds(out, ",\"server\":");
 	rc = rc ? rc :
@@ -199,6 +201,9 @@ static int run_verb(struct ctl *c, const struct ctl_verb *v)
 		break;
 	case CTL_INVALIDATE:
 		fs_invalidate_all(fs);
+		/* the files' content too (a job's end keeps it: the next
+		 * open compares the file's size, mtime and ctime) */
+		cache_drop_clean(fs->cache);
 		break;
 	case CTL_JOB_KILL:
 	case CTL_JOB_SIGNAL:

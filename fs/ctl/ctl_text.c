@@ -98,36 +98,64 @@ int text_put(struct text *t, uint64_t off, const void *data, size_t n)
 	return 0;
 }
 
+/* The length of the UTF-8 sequence its lead byte @c announces; 0 for a
+ * byte that starts none. */
+static size_t utf8_len(unsigned char c)
+{
+	return c < 0x80           ? 1 :
+	       (c & 0xe0) == 0xc0 ? 2 :
+	       (c & 0xf0) == 0xe0 ? 3 :
+	       (c & 0xf8) == 0xf0 ? 4 :
+				    0;
+}
+
+/* One character of a JSON string at @p: 1 to 4 bytes consumed. */
+static int json_char(struct text *t, const unsigned char *p, size_t *used)
+{
+	size_t n = utf8_len(*p);
+	*used = 1;
+	switch (*p) {
+	case '"':
+		return text_adds(t, "\\\"");
+	case '\\':
+		return text_adds(t, "\\\\");
+	case '\n':
+		return text_adds(t, "\\n");
+	case '\r':
+		return text_adds(t, "\\r");
+	case '\t':
+		return text_adds(t, "\\t");
+	}
+	if (*p < 0x20 || *p == 0x7f)
+		return text_printf(t, "\\u%04x", *p);
+	if (n == 1)
+		return text_add(t, p, 1);
+	/* (a NUL ends a short sequence before osb_utf8_valid reads past) */
+	if (!n || strnlen((const char *)p, n) < n ||
+	    !osb_utf8_valid((const char *)p, n))
+		return text_adds(t, "\\ufffd"); /* one byte of no UTF-8 */
+	*used = n;
+	/* C1 controls and line separators: escaped, so no terminal that
+	 * shows the JSON takes them for controls */
+	unsigned cp = n == 2 ? (unsigned)(p[0] & 0x1f) << 6 | (p[1] & 0x3f) :
+		      n == 3 ? (unsigned)(p[0] & 0x0f) << 12 |
+				       (unsigned)(p[1] & 0x3f) << 6 |
+				       (p[2] & 0x3f) :
+			       0;
+	if ((cp >= 0x80 && cp < 0xa0) || cp == 0x2028 || cp == 0x2029)
+		return text_printf(t, "\\u%04x", cp);
+	return text_add(t, p, n);
+}
+
 int text_json_str(struct text *t, const char *s)
 {
 	if (!s)
 		return text_adds(t, "null");
 	int rc = text_add(t, "\"", 1);
+	size_t used;
 	for (const unsigned char *p = (const unsigned char *)s; !rc && *p;
-	     p++) {
-		switch (*p) {
-		case '"':
-			rc = text_adds(t, "\\\"");
-			break;
-		case '\\':
-			rc = text_adds(t, "\\\\");
-			break;
-		case '\n':
-			rc = text_adds(t, "\\n");
-			break;
-		case '\r':
-			rc = text_adds(t, "\\r");
-			break;
-		case '\t':
-			rc = text_adds(t, "\\t");
-			break;
-		default:
-			if (*p < 0x20 || *p == 0x7f)
-				rc = text_printf(t, "\\u%04x", *p);
-			else
-				rc = text_add(t, p, 1);
-		}
-	}
+	     p += used)
+		rc = json_char(t, p, &used);
 	return rc ? rc : text_add(t, "\"", 1);
 }
 

@@ -33,7 +33,9 @@ int text_printf(struct text *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Writes @n bytes at @off (pwrite-like: a gap is zero-filled). */
 int text_put(struct text *t, uint64_t off, const void *data, size_t n);
-/* Appends @s as a JSON string ("..." with escapes); NULL gives null. */
+/* Appends @s as a JSON string ("..." with escapes); NULL gives null.
+ * Always valid JSON, whatever @s holds: controls (C0, DEL, C1) and line
+ * separators as \u escapes, a byte of no UTF-8 as \ufffd. */
 int text_json_str(struct text *t, const char *s);
 /* Appends @ts as a JSON string "2026-11-29T08:57:00.123Z", or null for
  * a zero time. */

@@ -130,6 +130,9 @@ struct job *jobs_by_serial(struct jobs *js, uint64_t serial)
 
 struct job *job_add_locked(struct jobs *js, const char *id, enum job_state st)
 {
+	/* no id is cut short here: every caller checked it already */
+	if (!job_name_valid(id))
+		return NULL;
 	if (js->n == js->cap) {
 		size_t cap = js->cap ? js->cap * 2 : 64;
 		struct job **a = realloc(js->all, cap * sizeof(*a));
@@ -282,15 +285,22 @@ void jobs_new_id_locked(struct jobs *js, char *buf, size_t size,
 	*ret_when = now;
 }
 
+bool job_id_valid(const char *s, size_t len)
+{
+	static const char ok[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				 "abcdefghijklmnopqrstuvwxyz0123456789._-";
+	if (!len || len > JOB_NAME_MAX || s[0] == '.' || s[0] == '-' ||
+	    (len == 6 && memcmp(s, "latest", 6) == 0))
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!s[i] || !strchr(ok, s[i]))
+			return false;
+	return true;
+}
+
 bool job_name_valid(const char *name)
 {
-	size_t n = strlen(name);
-	if (!n || n > JOB_NAME_MAX || name[0] == '.' || name[0] == '-' ||
-	    strcmp(name, "latest") == 0)
-		return false;
-	return strspn(name,
-		      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-		      "0123456789._-") == n;
+	return job_id_valid(name, strlen(name));
 }
 
 static char *record_path(const char *dir, const char *id)

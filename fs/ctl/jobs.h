@@ -44,8 +44,10 @@
 
 #include "ctl_text.h"
 
-#define JOB_ID_MAX 72
+/* A job's id and a named job's name are one thing, bounded once: 1 to
+ * JOB_NAME_MAX bytes (job_id_valid); JOB_ID_MAX holds one and its NUL. */
 #define JOB_NAME_MAX 64
+#define JOB_ID_MAX (JOB_NAME_MAX + 1)
 
 struct osbfs;
 struct jobs;
@@ -105,8 +107,16 @@ int jobs_list(struct jobs *js, struct job_entry **ret, size_t *ret_n);
 void jobs_counts(struct jobs *js, size_t *ret_running, size_t *ret_total);
 void job_view(struct jobs *js, struct job *j, struct job_view *ret);
 
-/* true when @name can name a job: 1-64 of [A-Za-z0-9._-], not starting
- * with '.' or '-', not "latest". */
+/*
+ * job_id_valid() - whether the @len bytes at @s can be a job's id: 1 to
+ * JOB_NAME_MAX of [A-Za-z0-9._-], not starting with '.' or '-', and not
+ * "latest" (jobs/latest is the link to the newest). The one rule for
+ * every id: the names of mkdir jobs/NAME, the ids this mount makes, the
+ * records read from the sandbox (a record of another name is skipped),
+ * the table, and code contexts' names (code.c).
+ */
+bool job_id_valid(const char *s, size_t len);
+/* job_id_valid() of a string. */
 bool job_name_valid(const char *name);
 /* mkdir jobs/NAME: an empty named job, recorded in the sandbox.
  * -EINVAL (bad name), -EEXIST, -EIO. *ret has a reference. */

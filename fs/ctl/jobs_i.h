@@ -22,6 +22,8 @@
 
 /* the wrapper touches live/ID/alive this often (jobs_script.c) */
 #define JOB_HEARTBEAT_S 2
+/* records of bad names remembered, so that each is logged once */
+#define RECS_SKIPPED_MAX 64
 /* without a heartbeat this long (while the sandbox runs), a job's
  * process is taken for gone */
 #define JOB_STALE_MS 12000
@@ -80,6 +82,11 @@ struct jobs {
 	bool loaded, loading;
 	long long synced_ms; /* when the last reading began */
 
+	/* the records skipped as no job's, each named in the log once:
+	 * hashes of their names (jobs_recs.c) */
+	uint64_t skipped[RECS_SKIPPED_MAX];
+	size_t nskipped;
+
 	struct waiter *waiters;
 	long long last_event_ms; /* start, end, new waiter: poll fast */
 	int poll_failures;
@@ -110,7 +117,7 @@ struct rec {
 /* ---- jobs.c: the table (js->lock held where it says "locked") ---- */
 
 /* A new job @id in state @st, put in the table; a reference for the
- * caller. Locked. NULL on ENOMEM. */
+ * caller. Locked. NULL on ENOMEM, or when @id is no job id. */
 struct job *job_add_locked(struct jobs *js, const char *id, enum job_state st);
 /* Takes @j out of the table (it lives on while referenced). Locked. */
 void job_drop_locked(struct jobs *js, struct job *j);
@@ -150,20 +157,27 @@ void jobs_cancel_waiters(struct jobs *js);
 
 /* ---- jobs_recs.c: records in the sandbox ---- */
 
+/* Told of a directory of the listing whose name is no job id
+ * (job_id_valid): @name, @len bytes, not NUL-terminated. */
+typedef void (*recs_skip_fn)(void *arg, const char *name, size_t len);
 /*
  * recs_parse() - the records in a listing of @dir (JOBS_DIR or
- * LIVE_DIR), one per job directory, sorted by id. *ret is malloc'd.
+ * LIVE_DIR), one per job directory, sorted by id. A directory whose name
+ * is no job id is left out, and @skip (if not NULL) told of it; it hides
+ * no other record. *ret is malloc'd. 0 or -ENOMEM.
  */
 int recs_parse(const char *dir, const struct osb_stat *ents, size_t n,
-	       struct rec **ret, size_t *ret_n);
+	       recs_skip_fn skip, void *arg, struct rec **ret, size_t *ret_n);
 struct rec *recs_find(struct rec *recs, size_t n, const char *id);
 /* Lists @dir (depth 2) and parses it; a missing directory is no job.
+ * A record skipped is logged, once in the mount's life.
  * -EAGAIN when the listing kept racing with removals. */
 int recs_list(struct jobs *js, const char *dir, struct rec **ret,
 	      size_t *ret_n);
 /* The record of job @id (its JOBS_DIR entry only). -ENOENT if none. */
 int rec_read(struct jobs *js, const char *id, struct rec *ret);
-/* The first line of the job's error file; malloc'd (NULL on ENOMEM). */
+/* The first line of the job's error file, escaped (osb_escape: the
+ * sandbox wrote it); malloc'd (NULL on ENOMEM). */
 char *job_read_error(struct jobs *js, const char *id);
 /* Records @msg as the job's error in the sandbox (best effort). */
 void job_persist_error(struct jobs *js, const char *id, const char *msg);

@@ -2,6 +2,11 @@
  * jobs_recs.c - job records in the sandbox (layout in jobs.h): listing
  * JOBS_DIR and LIVE_DIR and parsing the listings into struct rec, and
  * the small files read or written outside a job's wrapper (error).
+ *
+ * Anything in the sandbox may write there. A directory whose name is no
+ * job id (job_id_valid: too long, "latest", a byte outside the names'
+ * set) is no record: it is skipped, named once in the log (the monitor
+ * lists live/ several times a second), and hides nothing else.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,15 +30,17 @@ static int rec_cmp(const void *a, const void *b)
 struct rec *recs_find(struct rec *recs, size_t n, const char *id)
 {
 	struct rec key;
+	if (strlen(id) >= sizeof(key.id))
+		return NULL; /* no record has it */
 	snprintf(key.id, sizeof(key.id), "%s", id);
 	return n ? bsearch(&key, recs, n, sizeof(*recs), rec_cmp) : NULL;
 }
 
+/* The record @id (@idlen bytes, a valid id) of *recs, added if new.
+ * NULL on ENOMEM. */
 static struct rec *rec_get(struct rec **recs, size_t *n, size_t *cap,
 			   const char *id, size_t idlen)
 {
-	if (idlen >= JOB_ID_MAX)
-		return NULL;
 	/* a directory's entries come together: look at the last first */
 	for (size_t i = *n; i-- > 0;) {
 		if (strlen((*recs)[i].id) == idlen &&
@@ -92,11 +99,13 @@ static void rec_file(struct rec *r, const char *name, const struct osb_stat *st)
 }
 
 int recs_parse(const char *dir, const struct osb_stat *ents, size_t n,
-	       struct rec **ret, size_t *ret_n)
+	       recs_skip_fn skip, void *arg, struct rec **ret, size_t *ret_n)
 {
 	struct rec *recs = NULL;
 	size_t nr = 0, cap = 0;
 	size_t plen = strlen(dir);
+	const char *last_bad = NULL; /* its entries come together */
+	size_t last_bad_len = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		const char *p = ents[i].path;
@@ -107,6 +116,14 @@ int recs_parse(const char *dir, const struct osb_stat *ents, size_t n,
 		size_t idlen = slash ? (size_t)(slash - id) : strlen(id);
 		if (!idlen)
 			continue;
+		if (!job_id_valid(id, idlen)) {
+			if (skip && (idlen != last_bad_len ||
+				     memcmp(id, last_bad, idlen) != 0))
+				skip(arg, id, idlen);
+			last_bad = id;
+			last_bad_len = idlen;
+			continue;
+		}
 		struct rec *r = rec_get(&recs, &nr, &cap, id, idlen);
 		if (!r) {
 			free(recs);
@@ -122,6 +139,49 @@ int recs_parse(const char *dir, const struct osb_stat *ents, size_t n,
 	*ret = recs;
 	*ret_n = nr;
 	return 0;
+}
+
+/* FNV-1a of @len bytes at @s, on from @h */
+static uint64_t name_hash(uint64_t h, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511627211ull;
+	return h;
+}
+
+struct skip_ctx {
+	struct jobs *js;
+	const char *dir;
+};
+
+/* recs_skip_fn of recs_list(): the log names each skipped record once
+ * (the first RECS_SKIPPED_MAX of them; then one line for the rest). */
+static void skip_logged(void *arg, const char *name, size_t len)
+{
+	struct skip_ctx *sc = arg;
+	struct jobs *js = sc->js;
+	uint64_t h = name_hash(14695981039346656037ull, sc->dir,
+			       strlen(sc->dir) + 1);
+	h = name_hash(h, name, len);
+	bool seen = false;
+
+	pthread_mutex_lock(&js->lock);
+	for (size_t i = 0; i < js->nskipped && !seen; i++)
+		seen = js->skipped[i] == h;
+	if (!seen && js->nskipped < RECS_SKIPPED_MAX) {
+		js->skipped[js->nskipped++] = h;
+		/* (the log's lock is a leaf) */
+		log_warn("skipped \"%s/%.*s\" in sandbox %s: no job's "
+			 "record (a job's name is 1 to %d of A-Z a-z 0-9 . _ "
+			 "-, not starting with . or -, not latest)",
+			 sc->dir, (int)len, name, js->fs->sandbox_id,
+			 JOB_NAME_MAX);
+		if (js->nskipped == RECS_SKIPPED_MAX)
+			log_warn("records of bad names in sandbox %s are "
+				 "skipped without a word from now on",
+				 js->fs->sandbox_id);
+	}
+	pthread_mutex_unlock(&js->lock);
 }
 
 /*
@@ -163,7 +223,8 @@ int recs_list(struct jobs *js, const char *dir, struct rec **ret, size_t *ret_n)
 	}
 	if (rc)
 		return rc;
-	rc = recs_parse(dir, ents, n, ret, ret_n);
+	struct skip_ctx sc = { js, dir };
+	rc = recs_parse(dir, ents, n, skip_logged, &sc, ret, ret_n);
 	osb_stat_array_free(ents, n);
 	return rc;
 }
@@ -181,8 +242,12 @@ char *job_read_error(struct jobs *js, const char *id)
 		text_release(&t);
 		return strdup("the job failed (its error message is gone)");
 	}
+	/* the sandbox's text: escaped, as status and wait show it to
+	 * terminals */
 	t.s[strcspn(t.s, "\r\n")] = '\0';
-	return t.s;
+	char *msg = osb_escape(t.s, strlen(t.s));
+	text_release(&t);
+	return msg;
 }
 
 void job_persist_error(struct jobs *js, const char *id, const char *msg)
@@ -216,7 +281,7 @@ int rec_read(struct jobs *js, const char *id, struct rec *ret)
 	snprintf(dir, sizeof(dir), JOBS_DIR "/%s", id);
 	int rc = list_dir(js, dir, 1, &ents, &n);
 	if (!rc)
-		rc = recs_parse(JOBS_DIR, ents, n, &recs, &nr);
+		rc = recs_parse(JOBS_DIR, ents, n, NULL, NULL, &recs, &nr);
 	osb_stat_array_free(ents, n);
 	struct rec *r = rc ? NULL : recs_find(recs, nr, id);
 	if (r)

@@ -42,15 +42,13 @@ static void undo_create(struct osbfs *fs, bool created)
 	if (!created || !fs->sandbox_id)
 		return;
 	if (osb_sandbox_delete(fs->client, fs->sandbox_id, &err) == 0)
-		fprintf(stderr,
-			"osbfs: deleted sandbox %s, which this mount "
-			"had made\n",
-			fs->sandbox_id);
+		log_stderr("osbfs: deleted sandbox %s, which this mount "
+			   "had made",
+			   fs->sandbox_id);
 	else
-		fprintf(stderr,
-			"osbfs: sandbox %s, which this mount made, "
-			"is left running: %s\n",
-			fs->sandbox_id, err.message);
+		log_stderr("osbfs: sandbox %s, which this mount made, "
+			   "is left running: %s",
+			   fs->sandbox_id, err.message);
 }
 
 /* -d: a line per API call (osb.h: never a key or a header). */
@@ -80,8 +78,7 @@ static void log_for_daemon(struct osbfs *fs)
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/log", cache_dir(fs->cache));
 	if (log_to_file(path) == 0) {
-		fprintf(stderr, "osbfs: no syslog here: the log goes to %s\n",
-			path);
+		log_stderr("osbfs: no syslog here: the log goes to %s", path);
 		log_quiet_stderr();
 	} else {
 		log_to_syslog();
@@ -158,11 +155,10 @@ int main(int argc, char **argv)
 	mallopt(M_ARENA_MAX, 2);
 	rc = options_parse(&opt, argc, argv, msg, sizeof(msg));
 	if (rc) {
-		fprintf(stderr, "osbfs: %s\n", msg[0] ? msg : strerror(-rc));
-		fprintf(stderr,
-			"usage: %s [options] [SANDBOX][:DIR] MOUNTPOINT "
-			"(--help for more)\n",
-			argv[0]);
+		log_stderr("osbfs: %s", msg[0] ? msg : strerror(-rc));
+		log_stderr("usage: %s [options] [SANDBOX][:DIR] MOUNTPOINT "
+			   "(--help for more)",
+			   argv[0]);
 		options_release(&opt);
 		return 2;
 	}
@@ -185,7 +181,7 @@ int main(int argc, char **argv)
 	/* a bad setup file fails like a bad option, before anything */
 	rc = options_read_setup(&opt, msg, sizeof(msg));
 	if (rc) {
-		fprintf(stderr, "osbfs: %s\n", msg[0] ? msg : strerror(-rc));
+		log_stderr("osbfs: %s", msg[0] ? msg : strerror(-rc));
 		options_release(&opt);
 		return 2;
 	}
@@ -193,8 +189,8 @@ int main(int argc, char **argv)
 	if (opt.log_file) {
 		rc = log_to_file(opt.log_file);
 		if (rc) {
-			fprintf(stderr, "osbfs: log_file %s: %s\n",
-				opt.log_file, strerror(-rc));
+			log_stderr("osbfs: log_file %s: %s", opt.log_file,
+				   strerror(-rc));
 			options_release(&opt);
 			return 1;
 		}
@@ -225,8 +221,8 @@ int main(int argc, char **argv)
 		fs.se = fuse_session_new(&check, &ops, sizeof(ops), &fs);
 	fuse_opt_free_args(&check);
 	if (!fs.se) {
-		fprintf(stderr, "osbfs: cannot start a FUSE session (see the "
-				"message above)\n");
+		log_stderr("osbfs: cannot start a FUSE session (see the "
+			   "message above)");
 		goto out;
 	}
 	/* nothing is asked of the server before this machine is ready */
@@ -238,7 +234,7 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = connect_sandbox(&fs, &info, &created, msg, sizeof(msg));
 	if (rc) {
-		fprintf(stderr, "osbfs: %s\n", msg);
+		log_stderr("osbfs: %s", msg);
 		goto out;
 	}
 	fs.sandbox_id = osb_sandbox_id(fs.sb);
@@ -249,7 +245,7 @@ int main(int argc, char **argv)
 		fs.se = fuse_session_new(&opt.fuse_args, &ops, sizeof(ops),
 					 &fs);
 	if (!fs.se) {
-		fprintf(stderr, "osbfs: cannot start a FUSE session\n");
+		log_stderr("osbfs: cannot start a FUSE session");
 		goto out;
 	}
 	/* once mounted, ride out a restart of the server (about 8 to 16 s
@@ -263,7 +259,7 @@ int main(int argc, char **argv)
 				opt.cache_max_size, &fs.nodes, &holder, msg,
 				sizeof(msg));
 	if (rc) {
-		fprintf(stderr, "osbfs: %s\n", msg[0] ? msg : strerror(-rc));
+		log_stderr("osbfs: %s", msg[0] ? msg : strerror(-rc));
 		goto out;
 	}
 	fs.nodes.on_free = cache_detach;
@@ -276,7 +272,7 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = ctl_init(&fs);
 	if (rc) {
-		fprintf(stderr, "osbfs: %s\n", strerror(-rc));
+		log_stderr("osbfs: %s", strerror(-rc));
 		goto out;
 	}
 	recover_journal(&fs);
@@ -284,7 +280,7 @@ int main(int argc, char **argv)
 
 	if (fuse_set_signal_handlers(fs.se) != 0 ||
 	    fuse_session_mount(fs.se, opt.mountpoint) != 0) {
-		fprintf(stderr, "osbfs: cannot mount at %s\n", opt.mountpoint);
+		log_stderr("osbfs: cannot mount at %s", opt.mountpoint);
 		goto out;
 	}
 	mounted = true;
@@ -292,8 +288,8 @@ int main(int argc, char **argv)
 		 opt.mountpoint);
 	if (!opt.foreground) {
 		/* the id of a new sandbox, for scripts */
-		fprintf(stderr, "osbfs: sandbox %s mounted at %s\n",
-			fs.sandbox_id, opt.mountpoint);
+		log_stderr("osbfs: sandbox %s mounted at %s", fs.sandbox_id,
+			   opt.mountpoint);
 		fflush(stderr);
 	}
 	if (!opt.foreground)

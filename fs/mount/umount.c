@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "holder.h"
+#include "log.h"
 #include "node.h"
 #include "umount.h"
 
@@ -165,9 +166,8 @@ static void progress(const char *mp, const char *info_path)
 	if (info_read(info_path, &mi) != 0)
 		return;
 	human_size(mi.dirty_bytes, sz, sizeof(sz));
-	fprintf(stderr,
-		"osbfs: %s: uploading to sandbox %s: %lld file(s), %s to go\n",
-		mp, mi.sandbox_id, mi.dirty_files, sz);
+	log_stderr("osbfs: %s: uploading to sandbox %s: %lld file(s), %s to go",
+		   mp, mi.sandbox_id, mi.dirty_files, sz);
 	pending_release(&mi.pending);
 }
 
@@ -284,10 +284,9 @@ static bool wait_daemon(const char *mp, pid_t pid, const char *lock_path)
 		if (now - start >= HOLDER_WAIT_MS)
 			return false;
 		if (!told && now - start >= PROGRESS_AFTER_MS) {
-			fprintf(stderr,
-				"osbfs: %s unmounted; waiting for osbfs "
-				"(pid %d) to finish uploading\n",
-				mp, (int)pid);
+			log_stderr("osbfs: %s unmounted; waiting for osbfs "
+				   "(pid %d) to finish uploading",
+				   mp, (int)pid);
 			told = true;
 		}
 		mono_sleep_ms(POLL_MS);
@@ -297,9 +296,9 @@ static bool wait_daemon(const char *mp, pid_t pid, const char *lock_path)
 static void name_pending(const struct pending *p)
 {
 	for (size_t i = 0; i < p->n; i++)
-		fprintf(stderr, "  %s\n", p->paths[i]);
+		log_stderr("  %s", p->paths[i]);
 	if (p->total > p->n)
-		fprintf(stderr, "  ... and %zu more\n", p->total - p->n);
+		log_stderr("  ... and %zu more", p->total - p->n);
 }
 
 /* The report once the daemon is gone; the exit status. */
@@ -313,31 +312,30 @@ static int report(const char *mp, const struct minfo *mi, const char *lock)
 	if (known)
 		p = &r.pending;
 	if (!known && !rc && r.pid != mi->pid)
-		fprintf(stderr,
+		log_stderr(
 			"osbfs: osbfs (pid %d) has taken over %s and uploads "
-			"what was left\n",
+			"what was left",
 			(int)r.pid, mi->cache_dir);
 	else if (!known)
-		fprintf(stderr,
+		log_stderr(
 			"osbfs: osbfs (pid %d) ended before it could say what "
-			"it uploaded; at unmount this was pending:\n",
+			"it uploaded; at unmount this was pending:",
 			(int)mi->pid);
 	int status = 0;
 	if (p->total) {
 		if (known)
-			fprintf(stderr,
-				"osbfs: %zu file(s) written to %s did not "
-				"reach "
-				"sandbox %s:\n",
-				p->total, mp, mi->sandbox_id);
+			log_stderr("osbfs: %zu file(s) written to %s did not "
+				   "reach "
+				   "sandbox %s:",
+				   p->total, mp, mi->sandbox_id);
 		name_pending(p);
-		fprintf(stderr,
+		log_stderr(
 			"osbfs: kept in %s; the next mount of sandbox %s with "
-			"the same cache_dir uploads them\n",
+			"the same cache_dir uploads them",
 			mi->cache_dir, mi->sandbox_id);
 		status = 1;
 	} else if (!known) {
-		fprintf(stderr, "  (nothing)\n");
+		log_stderr("  (nothing)");
 	}
 	if (!rc)
 		holder_record_release(&r);
@@ -352,12 +350,11 @@ int umount_run(const struct osbfs_options *o)
 	struct minfo mi;
 
 	if (!realpath(o->mountpoint, mp)) {
-		fprintf(stderr, "osbfs: %s: %s\n", o->mountpoint,
-			strerror(errno));
+		log_stderr("osbfs: %s: %s", o->mountpoint, strerror(errno));
 		return 2;
 	}
 	if (!holder_is_mounted(mp, NULL)) {
-		fprintf(stderr, "osbfs: %s is not mounted\n", mp);
+		log_stderr("osbfs: %s is not mounted", mp);
 		return 2;
 	}
 	snprintf(ctl_dir, sizeof(ctl_dir), "%s/%s",
@@ -366,10 +363,10 @@ int umount_run(const struct osbfs_options *o)
 	snprintf(ctl_path, sizeof(ctl_path), "%s/ctl", ctl_dir);
 	int err = info_read(info_path, &mi);
 	if (err || !mi.cache_dir[0]) {
-		fprintf(stderr,
+		log_stderr(
 			"osbfs: %s is not an osbfs mount: %s: %s (for a mount "
 			"made with -o control_dir=NAME, give that option "
-			"too)\n",
+			"too)",
 			mp, info_path, err ? strerror(err) : "no cache dir");
 		if (!err)
 			pending_release(&mi.pending);
@@ -380,13 +377,11 @@ int umount_run(const struct osbfs_options *o)
 	bool told = false;
 	int sync_err = sync_mount(mp, ctl_path, info_path, &told);
 	if (sync_err == ETIMEDOUT)
-		fprintf(stderr,
-			"osbfs: %s: the uploads did not finish within %d s; "
-			"unmounting anyway\n",
-			mp, SYNC_WAIT_MS / 1000);
+		log_stderr("osbfs: %s: the uploads did not finish within %d s; "
+			   "unmounting anyway",
+			   mp, SYNC_WAIT_MS / 1000);
 	else if (sync_err && sync_err != EIO)
-		fprintf(stderr, "osbfs: %s: sync: %s\n", ctl_path,
-			strerror(sync_err));
+		log_stderr("osbfs: %s: sync: %s", ctl_path, strerror(sync_err));
 	/* what is pending after the sync, should the daemon not say */
 	struct minfo after;
 	if (info_read(info_path, &after) == 0) {
@@ -396,24 +391,23 @@ int umount_run(const struct osbfs_options *o)
 
 	int status;
 	if (unmount(mp) != 0) {
-		fprintf(stderr, "osbfs: %s stays mounted (see above); %s\n", mp,
-			sync_err ? "some files are not in the sandbox yet" :
-				   "the sandbox has every file written");
+		log_stderr("osbfs: %s stays mounted (see above); %s", mp,
+			   sync_err ? "some files are not in the sandbox yet" :
+				      "the sandbox has every file written");
 		status = 1;
 	} else if (!wait_daemon(mp, mi.pid, lock)) {
-		fprintf(stderr,
+		log_stderr(
 			"osbfs: osbfs (pid %d) is still uploading after %d s; "
-			"it goes on in the background (its log: syslog)\n",
+			"it goes on in the background (its log: syslog)",
 			(int)mi.pid, HOLDER_WAIT_MS / 1000);
 		status = 1;
 	} else {
 		status = report(mp, &mi, lock);
 		if (!status && told)
-			fprintf(stderr,
-				"osbfs: %s unmounted; sandbox %s has every "
-				"file "
-				"written\n",
-				mp, mi.sandbox_id);
+			log_stderr("osbfs: %s unmounted; sandbox %s has every "
+				   "file "
+				   "written",
+				   mp, mi.sandbox_id);
 	}
 	pending_release(&mi.pending);
 	return status;

@@ -115,6 +115,17 @@ static void hook_end(void *arg)
 		atomic_store(&my_slot->alive_ms, 0);
 }
 
+static void hook_moved(void *arg, const char *id, const char *old_url,
+		       const char *new_url)
+{
+	(void)arg;
+	if (strcmp(old_url, new_url) == 0)
+		log_info("execd of sandbox %s wants other headers now", id);
+	else
+		log_info("execd of sandbox %s is now at %s (was %s)", id,
+			 new_url, old_url);
+}
+
 int watch_init(struct osbfs *fs)
 {
 	struct watch *w = calloc(1, sizeof(*w));
@@ -133,6 +144,7 @@ int watch_init(struct osbfs *fs)
 	struct osb_hooks h = { .begin = hook_begin,
 			       .progress = hook_progress,
 			       .end = hook_end,
+			       .moved = hook_moved,
 			       .arg = w };
 	osb_client_set_hooks(fs->client, &h);
 	return 0;
@@ -177,9 +189,10 @@ bool watch_cancelled_resume(struct osbfs *fs)
 
 /* ---- the watchdog ---- */
 
-/* While away: one quick question to execd, no more often than @every
- * ms whoever asks; the end of it when answered. Returns whether still
- * away. */
+/* While away: where execd is now (the lifecycle server is asked at most
+ * once a second: a restart may have moved it), then one quick question
+ * to execd there, no more often than @every ms whoever asks; the end of
+ * it when answered. Returns whether still away. */
 static bool probe(struct osbfs *fs, struct watch *w, long long now, long every)
 {
 	long long last = atomic_load(&w->probed_ms);
@@ -187,6 +200,7 @@ static bool probe(struct osbfs *fs, struct watch *w, long long now, long every)
 	    !atomic_compare_exchange_strong(&w->probed_ms, &last, now))
 		return atomic_load(&w->away);
 	int saved = osb_thread_set_retries(0);
+	osb_sandbox_locate(fs->sb, NULL);
 	int rc = osb_ping(fs->sb, NULL);
 	osb_thread_set_retries(saved);
 	atomic_store(&w->refused, rc == -ECONNREFUSED);

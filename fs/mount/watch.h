@@ -12,7 +12,9 @@
  *     ride out a restart): the mount is "away". New requests then fail at
  *     once with EIO instead of each waiting out the retries again, cached
  *     attributes, listings and data are served as they are, and the
- *     watchdog asks the server once a second until it answers. While
+ *     watchdog asks the server once a second until it answers: first the
+ *     lifecycle server where execd is (a restart may have moved it),
+ *     then execd there. While
  *     the server refuses connections (an answer that costs nothing), a
  *     request may ask too (at most ten times a second), so the first
  *     one after a restart works; a server that hangs is asked by the

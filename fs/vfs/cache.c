@@ -351,6 +351,11 @@ void cache_close(struct cache *c, struct cfile *cf, bool writer)
 		close(cf->fd);
 		cf->fd = -1;
 	}
+	if (!cf->opens && cf->forget) {
+		cf->forget = false;
+		if (!cf->dirty && !cf->inflight && !cf->fills)
+			cache_drop_content(c, cf);
+	}
 	cf->last_used = mono_ms();
 	pthread_mutex_unlock(&c->lock);
 	cache_unref(c, cf);
@@ -434,22 +439,41 @@ void cache_drop_content(struct cache *c, struct cfile *cf)
 	}
 }
 
-bool fmeta_base_is(const struct fmeta *m, int64_t size,
-		   const struct timespec *mtime)
+static bool ts_known(const struct timespec *t)
 {
-	return m->base == BASE_KNOWN && m->base_size == size &&
-	       m->base_mtime.tv_sec == mtime->tv_sec &&
-	       m->base_mtime.tv_nsec == mtime->tv_nsec;
+	return t->tv_sec || t->tv_nsec;
 }
 
-void cache_set_base(struct cfile *cf, int64_t size,
-		    const struct timespec *mtime)
+static bool ts_same(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+bool fmeta_base_is(const struct fmeta *m, const struct fattr *a)
+{
+	return m->base == BASE_KNOWN && m->base_size == a->size &&
+	       ts_same(&m->base_mtime, &a->mtime) &&
+	       (!ts_known(&m->base_ctime) || !ts_known(&a->ctime) ||
+		ts_same(&m->base_ctime, &a->ctime));
+}
+
+bool fmeta_base_take(struct fmeta *m, const struct fattr *a)
+{
+	if (!fmeta_base_is(m, a))
+		return false;
+	if (!ts_known(&m->base_ctime))
+		m->base_ctime = a->ctime;
+	return true;
+}
+
+void cache_set_base(struct cfile *cf, const struct fattr *a)
 {
 	cf->m.base = BASE_KNOWN;
-	cf->m.base_size = size;
-	cf->m.base_mtime = *mtime;
+	cf->m.base_size = a->size;
+	cf->m.base_mtime = a->mtime;
+	cf->m.base_ctime = a->ctime;
 	if (!cf->dirty && !cf->complete)
-		cf->size = size;
+		cf->size = a->size;
 }
 
 /* ---- the dirty records ---- */
@@ -709,59 +733,4 @@ void cache_account(struct cache *c, struct cfile *cf)
 		return; /* the ranges count themselves (cache_add_range) */
 	c->total_bytes += cf->size - cf->cached_bytes;
 	cf->cached_bytes = cf->size;
-}
-
-static int by_last_use(const void *a, const void *b)
-{
-	const struct cfile *x = *(struct cfile *const *)a;
-	const struct cfile *y = *(struct cfile *const *)b;
-	return x->last_used < y->last_used ? -1 : x->last_used > y->last_used;
-}
-
-int64_t cache_evict(struct cache *c, int64_t need)
-{
-	struct node_table *nt = c->nt;
-	int64_t freed = 0;
-	if (need <= 0) {
-		/* the common case (every close): nothing over the cap */
-		pthread_mutex_lock(&c->lock);
-		bool over = c->total_bytes > c->max_size;
-		pthread_mutex_unlock(&c->lock);
-		if (!over)
-			return 0;
-	}
-	pthread_mutex_lock(&nt->lock);
-	pthread_mutex_lock(&c->lock);
-	if (c->total_bytes <= c->max_size && need <= 0)
-		goto out;
-	/* clean content nobody has open, least recently used first */
-	struct cfile **v = malloc((c->nall ? c->nall : 1) * sizeof(*v));
-	size_t n = 0;
-	for (size_t i = 0; v && i < c->nall; i++) {
-		struct cfile *cf = c->all[i];
-		if (!cf->dirty && !cf->opens && !cf->inflight &&
-		    cf->cached_bytes)
-			v[n++] = cf;
-	}
-	if (v)
-		qsort(v, n, sizeof(*v), by_last_use);
-	for (size_t i = 0;
-	     i < n && (c->total_bytes > c->max_size || freed < need); i++) {
-		freed += v[i]->cached_bytes;
-		cache_drop_content(c, v[i]);
-	}
-	free(v);
-out:
-	pthread_mutex_unlock(&c->lock);
-	pthread_mutex_unlock(&nt->lock);
-	return freed;
-}
-
-bool cache_room_made(struct cache *c, int err)
-{
-	if (err < 0)
-		err = -err;
-	if (err != ENOSPC && err != EDQUOT)
-		return false;
-	return cache_evict(c, INT64_MAX) > 0;
 }

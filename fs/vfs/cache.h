@@ -6,7 +6,7 @@
  * Each file the mount has read or written has a struct cfile: a cache
  * file under CACHE/files/ holding the bytes known locally (a sparse file
  * plus a list of the ranges present), the remote version those bytes
- * came from (size and mtime: the validator), and, when it has changes
+ * came from (size, mtime and ctime: the validator), and, when it has changes
  * the sandbox does not have yet, a record in CACHE/journal (journal.c)
  * naming the file's sandbox path. The journal is what makes written data
  * survive a crash: a new mount of the same sandbox with the same cache
@@ -182,6 +182,10 @@ bool cache_went_stale(struct cache *c, struct cfile *cf, uint64_t version,
 /* Whether nothing of @cf is here and it has no changes: a candidate for
  * cache_fill_new(). Takes the cache lock. */
 bool cache_fill_wanted(struct cache *c, struct cfile *cf);
+/* Whether anything of clean @cf is here: bytes fetched before, which
+ * bytes fetched now must be checked to be of the same version as (a
+ * stat asked after the fetch: ops_file.c). Takes the cache lock. */
+bool cache_has_clean(struct cache *c, struct cfile *cf);
 /*
  * cache_fill_new() - node @n's file, of which nothing is here, gets the
  * sandbox version @a (its size and mtime) whole from @fetch, as an open
@@ -196,9 +200,10 @@ int cache_fill_new(struct cache *c, struct node *n, const struct fattr *a,
 bool cache_whole(struct cache *c, struct cfile *cf, int64_t *ret_size,
 		 uint64_t *ret_version);
 /* Whether @cf is dirty, or still content version @version of the
- * sandbox's file of @size and @mtime. */
+ * sandbox's file whose attributes are @a (asked after our last change of
+ * it: a ctime not known yet is taken from them). */
 bool cache_is_version(struct cache *c, struct cfile *cf, uint64_t version,
-		      int64_t size, const struct timespec *mtime);
+		      const struct fattr *a);
 
 /* A handle's read-ahead: the offset a sequential read goes on from, and
  * the window, which doubles while the reads are sequential. */
@@ -229,12 +234,15 @@ bool cache_ahead_claim(struct cache *c, struct cfile *cf, uint64_t version,
 		       int64_t *ret_len);
 void cache_ahead_done(struct cache *c, struct cfile *cf);
 /* Reads @len bytes at @off for a handle of @version: the count, or
- * -errno (-ESTALE if the content moved on meanwhile). */
+ * -errno (-ESTALE if the content moved on meanwhile; -EAGAIN if bytes of
+ * it were let go for room since cache_read_begin(): begin again). */
 ssize_t cache_pread(struct cache *c, struct cfile *cf, uint64_t version,
 		    void *buf, size_t len, int64_t off);
 /*
  * cache_write() - writes through an open handle (@append: at the end).
- * Makes room on a full disk. The count, or -errno. *ret_record: the file
+ * Makes room on a full disk. The count, or -errno: -EFBIG when it would
+ * take the file past cache_max_size (a file is held here whole until
+ * it is uploaded). *ret_record: the file
  * has no journal record under its current path yet; the caller marks it
  * with cache_dirty().
  */
@@ -247,10 +255,17 @@ void cache_set_mode(struct cache *c, struct cfile *cf, mode_t mode);
 void cache_set_times(struct cache *c, struct cfile *cf,
 		     const struct timespec *mtime,
 		     const struct timespec *atime);
-/* The sandbox file's mtime was set to @mtime by us: the validator
- * follows, so the content cached stays good. */
+/* The sandbox file's mtime was set to @mtime by us, which left its
+ * ctime at @ctime ({0, 0}: not known): the validator follows, so the
+ * content cached stays good. */
 void cache_times_done(struct cache *c, struct cfile *cf,
-		      const struct timespec *mtime);
+		      const struct timespec *mtime,
+		      const struct timespec *ctime);
+/* The sandbox's file of @cf was changed by us in a way that moves its
+ * ctime to a value not known (a mode, a move): the validator's ctime is
+ * taken from the next answer of the sandbox (fmeta_base_take), so our
+ * own change is not taken for someone else's. */
+void cache_changed_here(struct cache *c, struct cfile *cf);
 
 /*
  * cache_moved_over() - a file @scf never uploaded moves over a name
@@ -322,6 +337,9 @@ size_t cache_lefts_take(struct cache *c, const char *below, long long now,
 /* After the removal of @t: gone if @rc is 0, else tried again later.
  * Frees @t's paths. */
 void cache_lefts_done(struct cache *c, struct left_take *t, int rc);
+/* Frees @t's paths (a take only looked at: what a listing on its way
+ * may still show, remote.c). */
+void cache_lefts_release(struct left_take *t);
 /* When the next copy is due (monotonic ms), 0 if none (c->lock held). */
 long long cache_lefts_next(struct cache *c);
 
@@ -345,11 +363,28 @@ void cache_records_follow(struct cache *c, struct node *moved);
 /* Forgets the changes (the file was deleted or replaced). */
 void cache_forget(struct cache *c, struct cfile *cf);
 
-/* ---- room ---- */
+/* ---- room (cache_room.c) ---- */
+
+/* The cap on the bytes cached (cache_max_size). */
+int64_t cache_max_size(const struct cache *c);
+/*
+ * cache_room_whole() - before clean @cf is made whole here (opened for
+ * writing, truncated): room for the bytes it lacks, within the cap (clean
+ * content of files nobody has open makes room) and on the disk. 0;
+ * -EFBIG when the file is bigger than the cap; -ENOSPC when the cache,
+ * full of open or unsaved files, or the disk cannot take it. @msg says
+ * why (without the file's path).
+ */
+int cache_room_whole(struct cache *c, struct cfile *cf, char *msg,
+		     size_t msg_size);
 
 /* Drops clean content nobody has open, least recently used first, until
  * the total fits max_size and at least @need bytes were freed (a full
  * disk asks for everything: INT64_MAX). Unsaved data is never dropped.
  * Returns the bytes freed. Takes the node lock then the cache lock. */
 int64_t cache_evict(struct cache *c, int64_t need);
+/* Drops the content of every file that has no local changes (`.osb/ctl
+ * invalidate`): at once, or at the last close of one that is open.
+ * Unsaved data is never dropped. */
+void cache_drop_clean(struct cache *c);
 #endif /* OSBFS_CACHE_H */

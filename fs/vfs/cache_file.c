@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cache_i.h"
@@ -66,8 +67,8 @@ void cache_check_version(struct cache *c, struct cfile *cf,
 			 const struct fattr *a)
 {
 	pthread_mutex_lock(&c->lock);
-	if (cf->m.base == BASE_KNOWN &&
-	    !fmeta_base_is(&cf->m, a->size, &a->mtime) && !cf->opens)
+	if (cf->m.base == BASE_KNOWN && !fmeta_base_take(&cf->m, a) &&
+	    !cf->opens)
 		cache_drop_content(c, cf);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -91,7 +92,7 @@ struct cfile *cache_prepare(struct cache *c, struct node *n,
 	}
 	pthread_mutex_lock(&c->lock);
 	if (!n->unlinked && !cf->dirty) {
-		bool same = fmeta_base_is(&cf->m, a->size, &a->mtime);
+		bool same = fmeta_base_take(&cf->m, a);
 		if (!same && (cf->cached_bytes || cf->complete))
 			cache_drop_content(c, cf);
 		if (!same) {
@@ -100,7 +101,8 @@ struct cfile *cache_prepare(struct cache *c, struct node *n,
 			cf->version++;
 		}
 		ret->keep = same && (cf->cached_bytes || cf->complete);
-		cache_set_base(cf, a->size, &a->mtime);
+		if (!same)
+			cache_set_base(cf, a);
 		cf->size = a->size;
 		cf->m.mode = a->mode;
 		cf->m.mtime = a->mtime;
@@ -126,6 +128,7 @@ static void base_from(struct fmeta *m, const struct fattr *a)
 	m->base = BASE_KNOWN;
 	m->base_size = a->size;
 	m->base_mtime = a->mtime;
+	m->base_ctime = a->ctime;
 	memcpy(m->owner, a->owner, sizeof(m->owner));
 	memcpy(m->group, a->group, sizeof(m->group));
 }
@@ -174,7 +177,7 @@ struct cfile *cache_created(struct cache *c, struct node *n,
 	pthread_mutex_lock(&c->lock);
 	if (!cf->dirty) {
 		if (existed) {
-			cache_set_base(cf, existed->size, &existed->mtime);
+			cache_set_base(cf, existed);
 			base_from(&cf->m, existed);
 		} else {
 			cf->m.base = BASE_ABSENT;
@@ -215,18 +218,31 @@ int cache_truncate(struct cache *c, struct cfile *cf, int64_t size, bool touch,
 
 /* ---- filling the gaps ---- */
 
+/*
+ * Where a download goes: the cache file, from pos on. Blocks of zeros
+ * (a sparse file's holes) are punched rather than written, so they take
+ * no room on the disk; the file is made long enough after (fill_end).
+ */
+#define FILL_BLOCK 4096
+
 struct fill_sink {
 	struct cache *c;
 	int fd;
 	int64_t pos;
 	int64_t got;
+	int64_t hole_end; /* the end of the last hole punched, or 0 */
 	bool made_room;
+	bool no_holes; /* the filesystem cannot punch them */
 };
 
-static int fill_write(void *arg, const void *data, size_t len)
+static bool zero_block(const char *p)
 {
-	struct fill_sink *s = arg;
-	const char *p = data;
+	static const char zeros[FILL_BLOCK];
+	return memcmp(p, zeros, FILL_BLOCK) == 0;
+}
+
+static int fill_put(struct fill_sink *s, const char *p, size_t len)
+{
 	while (len) {
 		ssize_t n = pwrite(s->fd, p, len, s->pos);
 		if (n < 0) {
@@ -247,6 +263,62 @@ static int fill_write(void *arg, const void *data, size_t len)
 		s->got += n;
 	}
 	return 0;
+}
+
+/* Zeros at pos (whole blocks): a hole. False if none can be punched. */
+static bool fill_hole(struct fill_sink *s, size_t len)
+{
+	if (s->no_holes ||
+	    fallocate(s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)s->pos, (off_t)len) < 0) {
+		s->no_holes = true;
+		return false;
+	}
+	s->pos += (int64_t)len;
+	s->got += (int64_t)len;
+	s->hole_end = s->pos;
+	return true;
+}
+
+static int fill_write(void *arg, const void *data, size_t len)
+{
+	struct fill_sink *s = arg;
+	const char *p = data;
+	while (len) {
+		/* up to the next block of zeros (or the end) goes written */
+		size_t head = (size_t)((FILL_BLOCK - s->pos % FILL_BLOCK) %
+				       FILL_BLOCK);
+		size_t w = head < len ? head : len;
+		while (w + FILL_BLOCK <= len && !zero_block(p + w))
+			w += FILL_BLOCK;
+		if (w + FILL_BLOCK > len || s->no_holes)
+			w = len;
+		if (!w) {
+			size_t z = FILL_BLOCK;
+			while (z + FILL_BLOCK <= len && zero_block(p + z))
+				z += FILL_BLOCK;
+			if (fill_hole(s, z)) {
+				p += z;
+				len -= z;
+				continue;
+			}
+			w = z;
+		}
+		int rc = fill_put(s, p, w);
+		if (rc)
+			return rc;
+		p += w;
+		len -= w;
+	}
+	return 0;
+}
+
+/* After a download: a hole punched at its end leaves the file short. */
+static void fill_end(struct fill_sink *s)
+{
+	struct stat st;
+	if (s->hole_end && fstat(s->fd, &st) == 0 && st.st_size < s->hole_end)
+		(void)ftruncate(s->fd, s->hole_end);
 }
 
 /* The first gap in [off, off + len) as [*gs, *ge) (c->lock held);
@@ -283,6 +355,7 @@ int cache_fill(struct cache *c, struct cfile *cf, int64_t off, int64_t len,
 		return -EIO;
 	pthread_mutex_lock(&cf->fetch_lock);
 	pthread_mutex_lock(&c->lock);
+	cf->fills++; /* not to be evicted meanwhile */
 	/* every range must be of the version the cached bytes are of */
 	uint64_t version = cf->version;
 	int64_t size =
@@ -305,9 +378,11 @@ int cache_fill(struct cache *c, struct cfile *cf, int64_t off, int64_t len,
 		pthread_mutex_unlock(&c->lock);
 		if (!gap)
 			break;
+		cache_fill_room(c, cf, fd, off, len, ge - gs);
 
 		struct fill_sink s = { .c = c, .fd = fd, .pos = gs };
 		rc = fetch(arg, gs, ge - gs, size, fill_write, &s);
+		fill_end(&s);
 		/* gone, another size, or shorter than its size said */
 		bool changed = rc == -ESTALE || rc == -ENOENT ||
 			       (!rc && s.got < ge - gs);
@@ -320,6 +395,9 @@ int cache_fill(struct cache *c, struct cfile *cf, int64_t off, int64_t len,
 		if (rc)
 			break;
 	}
+	pthread_mutex_lock(&c->lock);
+	cf->fills--;
+	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&cf->fetch_lock);
 	close(fd);
 	return rc;
@@ -338,6 +416,14 @@ bool cache_fill_wanted(struct cache *c, struct cfile *cf)
 	return wanted;
 }
 
+bool cache_has_clean(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	bool has = !cf->dirty && (cf->complete || cf->cached_bytes);
+	pthread_mutex_unlock(&c->lock);
+	return has;
+}
+
 int cache_fill_new(struct cache *c, struct node *n, const struct fattr *a,
 		   cache_fetch_fn fetch, void *arg)
 {
@@ -347,8 +433,7 @@ int cache_fill_new(struct cache *c, struct node *n, const struct fattr *a,
 	if (cf) {
 		pthread_mutex_lock(&c->lock);
 		fill = fill_wanted(cf) &&
-		       (!cf->opens ||
-			fmeta_base_is(&cf->m, a->size, &a->mtime));
+		       (!cf->opens || fmeta_base_is(&cf->m, a));
 		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->nt->lock);
@@ -402,11 +487,11 @@ bool cache_whole(struct cache *c, struct cfile *cf, int64_t *ret_size,
 }
 
 bool cache_is_version(struct cache *c, struct cfile *cf, uint64_t version,
-		      int64_t size, const struct timespec *mtime)
+		      const struct fattr *a)
 {
 	pthread_mutex_lock(&c->lock);
-	bool same = cf->dirty || (cf->version == version &&
-				  fmeta_base_is(&cf->m, size, mtime));
+	bool same = cf->dirty ||
+		    (cf->version == version && fmeta_base_take(&cf->m, a));
 	pthread_mutex_unlock(&c->lock);
 	return same;
 }
@@ -480,13 +565,25 @@ void cache_ahead_done(struct cache *c, struct cfile *cf)
 ssize_t cache_pread(struct cache *c, struct cfile *cf, uint64_t version,
 		    void *buf, size_t len, int64_t off)
 {
+	pthread_mutex_lock(&c->lock);
+	bool stale = version != cf->version;
+	bool here = cache_has(cf, off, (int64_t)len);
+	uint64_t cut = cf->cut_gen;
+	pthread_mutex_unlock(&c->lock);
+	if (stale)
+		return -ESTALE;
+	if (!here)
+		return -EAGAIN; /* let go for room since the caller looked */
 	/* cf->fd stays while a handle is open: the caller's */
 	ssize_t n = pread(cf->fd, buf, len, off);
 	int e = n < 0 ? errno : 0;
-	/* the content may have given way to another version meanwhile */
 	pthread_mutex_lock(&c->lock);
+	/* the content may have given way to another version meanwhile, or
+	 * bytes of it to room for others (they may be what was read) */
 	if (version != cf->version)
 		e = ESTALE;
+	else if (!e && cut != cf->cut_gen)
+		e = EAGAIN;
 	pthread_mutex_unlock(&c->lock);
 	return e ? -e : n;
 }
@@ -499,6 +596,14 @@ ssize_t cache_write(struct cache *c, struct cfile *cf, const void *buf,
 		off = cf->size;
 		pthread_mutex_unlock(&c->lock);
 	}
+	/* a file is held here whole until its upload: the cap is its
+	 * limit (a sparse write far out would be uploaded whole too) */
+	pthread_mutex_lock(&c->lock);
+	bool big = off + (int64_t)size > c->max_size &&
+		   off + (int64_t)size > cf->size;
+	pthread_mutex_unlock(&c->lock);
+	if (big)
+		return -EFBIG;
 	ssize_t n = pwrite(cf->fd, buf, size, off);
 	int e = n < 0 ? errno : 0;
 	if (n < 0 && cache_room_made(c, e)) {
@@ -547,11 +652,24 @@ void cache_set_times(struct cache *c, struct cfile *cf,
 }
 
 void cache_times_done(struct cache *c, struct cfile *cf,
-		      const struct timespec *mtime)
+		      const struct timespec *mtime,
+		      const struct timespec *ctime)
 {
 	pthread_mutex_lock(&c->lock);
-	if (cf->m.base == BASE_KNOWN)
+	if (cf->m.base == BASE_KNOWN) {
 		cf->m.base_mtime = *mtime;
+		cf->m.base_ctime = *ctime;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_changed_here(struct cache *c, struct cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->m.base_ctime = (struct timespec){ 0, 0 };
+	/* a dirty file's record keeps the base its upload is checked by */
+	if (cache_record_refresh(c, cf))
+		log_error("cannot update the journal in %s", c->dir);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -566,6 +684,7 @@ void cache_moved_over(struct cache *c, struct cfile *scf, struct cfile *dcf,
 		scf->m.base = dcf->m.base;
 		scf->m.base_size = dcf->m.base_size;
 		scf->m.base_mtime = dcf->m.base_mtime;
+		scf->m.base_ctime = dcf->m.base_ctime;
 		memcpy(scf->m.owner, dcf->m.owner, sizeof(scf->m.owner));
 		memcpy(scf->m.group, dcf->m.group, sizeof(scf->m.group));
 	} else if (dcf && dcf->dirty) {

@@ -1,7 +1,8 @@
 /*
  * cache_i.h - the cache layer's own view of its state: struct cfile and
  * struct cache, for the files that make up the layer (cache.c,
- * cache_file.c, journal.c, writeback.c, recover.c) and the unit tests.
+ * cache_file.c, cache_room.c, journal.c, writeback.c, recover.c) and the
+ * unit tests.
  * Everything else goes through cache.h.
  *
  * Locking: every cfile field and the cache's lists are guarded by
@@ -17,6 +18,7 @@
 #include <time.h>
 
 #include "cache.h"
+#include "node.h"
 
 struct node;
 struct node_table;
@@ -28,7 +30,7 @@ struct extent {
 enum base_state {
 	BASE_UNKNOWN, /* not known what the sandbox has */
 	BASE_ABSENT,  /* made here; the sandbox had no such file */
-	BASE_KNOWN,   /* the sandbox had base_size/base_mtime */
+	BASE_KNOWN,   /* the sandbox had base_size/base_mtime/base_ctime */
 };
 
 /*
@@ -49,6 +51,11 @@ struct fmeta {
 	enum base_state base;
 	int64_t base_size;
 	struct timespec base_mtime;
+	/* its ctime, which a rewrite moves even when it keeps the size and
+	 * sets the mtime back; {0, 0}: not known, after a change of ours
+	 * whose outcome was not seen (a move, a mode), until the sandbox is
+	 * next asked (fmeta_base_take) */
+	struct timespec base_ctime;
 	/* bytes of ours sent to the sandbox with no answer yet, or none
 	 * (an answer lost, osbfs killed): a copy there of this size and
 	 * fingerprint (fprint.h) is ours, not someone else's change */
@@ -57,17 +64,28 @@ struct fmeta {
 	uint64_t sent_print;
 };
 
-/* Whether the sandbox version @m derives from is the one of @size and
- * @mtime (a known base, same size, same mtime to the nanosecond). */
-bool fmeta_base_is(const struct fmeta *m, int64_t size,
-		   const struct timespec *mtime);
+/* Whether the sandbox version @m derives from is the one the sandbox
+ * says @a is: a known base of the same size, mtime and ctime to the
+ * nanosecond. A ctime not known (ours, or @a's: attributes made here) is
+ * not compared. */
+bool fmeta_base_is(const struct fmeta *m, const struct fattr *a);
+/* fmeta_base_is(), and when it holds, a ctime @m does not know yet is
+ * taken from @a. Only for @a asked of the sandbox after our last change
+ * of the file (what a node's attributes are: ops.c node_changed_here). */
+bool fmeta_base_take(struct fmeta *m, const struct fattr *a);
 
 struct cfile {
 	uint64_t id;
 	struct node *node; /* back pointer; guarded by the node lock */
 	unsigned refs;     /* node + handles + writeback */
 	pthread_mutex_t fetch_lock;
-	bool ahead; /* a read-ahead is fetching (cache_ahead_claim) */
+	bool ahead;       /* a read-ahead is fetching (cache_ahead_claim) */
+	unsigned fills;   /* cache_fill()s under way: its content stays */
+	uint64_t cut_gen; /* bumped when ranges of it are let go for room
+			     (cache_room.c): a read checks its bytes are
+			     still here after it */
+	bool forget;      /* its clean content goes at the last close
+			     (cache_drop_clean) */
 
 	int fd;           /* open while opens > 0, else -1 */
 	unsigned opens;   /* open handles */
@@ -153,9 +171,14 @@ int cache_add_range(struct cache *c, struct cfile *cf, int64_t start,
 		    int64_t end);
 /* Forgets the content (the sandbox's copy changed). c->lock held. */
 void cache_drop_content(struct cache *c, struct cfile *cf);
-/* Sets the validator after a fetch or a stat (c->lock held). */
-void cache_set_base(struct cfile *cf, int64_t size,
-		    const struct timespec *mtime);
+/* Before @need bytes are fetched into @cf (its cache file @fd, its
+ * fetch_lock held) for a read of [@off, @off + @len): room within
+ * cache_max_size, made by dropping clean content of files nobody has
+ * open, then ranges of @cf itself outside that window (cache_room.c). */
+void cache_fill_room(struct cache *c, struct cfile *cf, int fd, int64_t off,
+		     int64_t len, int64_t need);
+/* Sets the validator to the sandbox's @a (c->lock held). */
+void cache_set_base(struct cfile *cf, const struct fattr *a);
 /* After the size of a complete file changed: counts its bytes towards
  * the cache's total (c->lock held). */
 void cache_account(struct cache *c, struct cfile *cf);

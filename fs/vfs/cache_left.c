@@ -142,6 +142,13 @@ size_t cache_lefts_take(struct cache *c, const char *below, long long now,
 	return ret->n;
 }
 
+void cache_lefts_release(struct left_take *t)
+{
+	for (size_t k = 0; k < t->n; k++)
+		free(t->path[k]);
+	t->n = 0;
+}
+
 void cache_lefts_done(struct cache *c, struct left_take *t, int rc)
 {
 	long long now = mono_ms();

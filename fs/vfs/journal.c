@@ -6,7 +6,8 @@
  * crash of osbfs leaves every line whole (a torn last line after a power
  * loss is ignored):
  *   S <id> path=<hex> mode=<octal> mtime=<s.ns> atime=<s.ns> times=<0|1>
- *     chmod=<0|1> base=absent|unknown|<size>:<s.ns> [sent=<size>:<print>]
+ *     chmod=<0|1> base=absent|unknown|<size>:<s.ns>[:<s.ns>]
+ *     [sent=<size>:<print>]
  *     owner=<hex> group=<hex> [dir=1]
  *   L <id> path=<hex>
  *   D <id>
@@ -14,13 +15,16 @@
  * that the sandbox's file at path is a copy left behind by a file resent
  * under another name, to be removed; "D" says it is clean or gone. With dir=1
  * the record is of a directory made or chmodded here (no data; base=absent:
- * made here), not yet in the sandbox. "sent" is the size and fingerprint
- * (fprint.h) of the bytes last sent whose landing no answer confirmed: a
- * copy in the sandbox like it is ours. The last line about an id wins.
- * Appending costs microseconds where a file per record cost a create and a
- * rename, which made a burst of small files (tar x) crawl. The log is rewritten
- * with only the live records at start and when it grows big. Every line
- * is on disk within a second (the writeback syncer's syncfs), so the
+ * made here), not yet in the sandbox. A known base is the size, mtime
+ * and ctime of the sandbox's version the data derives from; a record
+ * without the ctime (one written before it was kept, or when it is not
+ * known) leaves it to the next answer of the sandbox. "sent" is the size and
+ * fingerprint (fprint.h) of the bytes last sent whose landing no answer
+ * confirmed: a copy in the sandbox like it is ours. The last line about an id
+ * wins. Appending costs microseconds where a file per record cost a create and
+ * a rename, which made a burst of small files (tar x) crawl. The log is
+ * rewritten with only the live records at start and when it grows big. Every
+ * line is on disk within a second (the writeback syncer's syncfs), so the
  * journal survives a power loss too, not only a crash of osbfs.
  */
 #include <errno.h>
@@ -64,6 +68,10 @@ static void record_line(FILE *m, const struct cfile *cf, const char *path)
 		fprintf(m, " base=%lld:%lld.%09ld", (long long)cf->m.base_size,
 			(long long)cf->m.base_mtime.tv_sec,
 			cf->m.base_mtime.tv_nsec);
+	if (cf->m.base == BASE_KNOWN &&
+	    (cf->m.base_ctime.tv_sec || cf->m.base_ctime.tv_nsec))
+		fprintf(m, ":%lld.%09ld", (long long)cf->m.base_ctime.tv_sec,
+			cf->m.base_ctime.tv_nsec);
 	else
 		fprintf(m, " base=unknown");
 	if (cf->m.sent)
@@ -268,9 +276,13 @@ static int parse_record(char *rest, struct journal_record *r)
 			if (strcmp(eq, "absent") == 0) {
 				r->m.base = BASE_ABSENT;
 			} else if (sscanf(eq, "%lld:%63s", &size, ts) == 2) {
+				/* "mtime" or "mtime:ctime" */
+				char *ct = strchr(ts, ':');
 				r->m.base = BASE_KNOWN;
 				r->m.base_size = size;
 				parse_ts(ts, &r->m.base_mtime);
+				if (ct)
+					parse_ts(ct + 1, &r->m.base_ctime);
 			}
 		} else if (strcmp(tok, "sent") == 0) {
 			long long size;

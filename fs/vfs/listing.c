@@ -14,7 +14,10 @@
  * A change this mount makes under a directory while its listing is on
  * the way (dir_changed) wins: the listing is used once (for the readdir
  * that asked) but not kept, and attributes it brings for that
- * directory's children are not taken.
+ * directory's children are not taken. A name changed here after the
+ * asking (made, moved here or away, removed, uploaded to: its node's
+ * change_gen) is shown as this mount knows it, in that one use too,
+ * whatever the answer says of it or below it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -85,11 +88,19 @@ static void finish(struct walk *w, struct node *d)
 	for (struct node *c = d->child_first; c; c = c->sib_next) {
 		if (c->listed_gen == d->list_gen)
 			continue;
-		if (node_has_local(fs, c) || raced(w, c) ||
-		    (w->ours && c->attr_valid)) {
-			/* not uploaded yet, uploaded after the asking, or
-			 * not asked (a directory of ours) */
+		if (node_has_local(fs, c) || (w->ours && c->attr_valid)) {
+			/* not uploaded yet, or not asked (a directory of
+			 * ours) */
 			c->listed_gen = d->list_gen;
+			d->list_count++;
+		} else if (raced(w, c)) {
+			/* made, moved, removed or uploaded here after the
+			 * asking, whatever the answer said: there if we
+			 * know it so */
+			if (c->attr_valid) {
+				c->listed_gen = d->list_gen;
+				d->list_count++;
+			}
 		} else if (!r) {
 			c->attr_valid = false;
 			c->neg_expiry = w->now + fs->opt->negative_timeout_ms;
@@ -162,7 +173,7 @@ static int apply(struct walk *w, const struct rdent *e)
 			goto bad;
 		memcpy(name, rel + i, len);
 		name[len] = '\0';
-		if (name_check(name))
+		if (name_valid(name))
 			goto bad;
 		if (!slash)
 			break;
@@ -184,7 +195,11 @@ static int apply(struct walk *w, const struct rdent *e)
 	struct node *c = node_child_get(&fs->nodes, up->n, name);
 	if (!c)
 		return -ENOMEM;
-	if (up->complete) {
+	/* a name this mount changed after the asking (made, moved here
+	 * or away, removed, uploaded to) is as we know it, not as the
+	 * answer says (finish()); nor is what the answer has below it */
+	bool ours = raced(w, c);
+	if (up->complete && !ours) {
 		c->listed_gen = up->n->list_gen;
 		up->n->list_count++;
 	}
@@ -194,12 +209,12 @@ static int apply(struct walk *w, const struct rdent *e)
 	/* a directory whose entries come next */
 	struct level *lv = &w->lv[m + 1];
 	memset(lv, 0, sizeof(*lv) * (size_t)(w->depth - m));
-	if (e->attr.type != OSB_DIR || m + 1 >= w->depth)
+	if (e->attr.type != OSB_DIR || m + 1 >= w->depth || ours)
 		return 0;
 	lv->n = c;
 	lv->name = name;
 	lv->name_len = strlen(name);
-	lv->raced = up->raced || raced(w, c);
+	lv->raced = up->raced;
 	lv->complete = !lv->raced && all_came(w, rel);
 	return lv->complete ? begin(w, c) : 0;
 bad:
@@ -336,6 +351,8 @@ int dir_load(struct osbfs *fs, struct held *h)
 void dir_changed(struct osbfs *fs, struct node *parent, struct node *child)
 {
 	parent->change_gen = ++fs->nodes.change_seq;
+	if (child)
+		child->change_gen = parent->change_gen;
 	special_touched(fs, parent);
 	/* a name came or went: the directory changed now, as the sandbox
 	 * will say when asked (make and editors look at its mtime) */
@@ -354,6 +371,10 @@ void dir_changed(struct osbfs *fs, struct node *parent, struct node *child)
 void dir_name_gone(struct osbfs *fs, struct node *parent, const char *name)
 {
 	struct node *g = node_child_get(&fs->nodes, parent, name);
-	if (g && !g->nlookup && !g->refs)
+	if (!g)
+		return;
+	/* and an answer asked for before does not bring it back */
+	g->change_gen = parent->change_gen;
+	if (!g->nlookup && !g->refs)
 		node_set_negative(g, mono_ms() + fs->opt->negative_timeout_ms);
 }

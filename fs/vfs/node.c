@@ -357,6 +357,12 @@ void node_set_attr(struct node *n, const struct fattr *a, long long expiry)
 	n->neg_expiry = 0;
 }
 
+void node_ctime_set(struct node *n, const struct timespec *ctime)
+{
+	n->attr.ctime = *ctime;
+	clock_gettime(CLOCK_REALTIME, &n->ctime_here);
+}
+
 void node_set_negative(struct node *n, long long expiry)
 {
 	n->attr_valid = false;

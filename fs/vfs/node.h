@@ -61,7 +61,10 @@ struct node {
 	/* attribute cache */
 	bool attr_valid;
 	long long attr_expiry; /* monotonic ms */
-	struct fattr attr;
+	struct fattr attr;     /* attr.ctime is the sandbox's, as asked after
+				  our last change of it, or {0, 0} */
+	struct timespec ctime_here; /* when we last changed it: shown as its
+				       ctime while attr.ctime is not known */
 	/* negative entry: the name is known not to exist until neg_expiry */
 	long long neg_expiry;
 
@@ -120,6 +123,7 @@ struct node {
 	unsigned cold_reads; /* in a row, each soon after the last */
 	long long pulled_at; /* its files were last pulled (0: never) */
 	bool pulling;        /* in a pull under way: a read waits */
+	bool lossy_told;     /* the log said why its name is refused */
 
 	/* hash chains */
 	struct node *ino_next;
@@ -178,6 +182,9 @@ bool node_is_below(const struct node *n, const struct node *anc);
 
 /* Cache state helpers. */
 void node_set_attr(struct node *n, const struct fattr *a, long long expiry);
+/* @n was changed in the sandbox by us, which left its ctime at @ctime
+ * ({0, 0}: not known until the sandbox is next asked). */
+void node_ctime_set(struct node *n, const struct timespec *ctime);
 void node_set_negative(struct node *n, long long expiry);
 bool node_attr_fresh(const struct node *n, long long now);
 bool node_negative(const struct node *n, long long now);

@@ -87,7 +87,7 @@ void held_put(struct osbfs *fs, struct held *h)
 	h->path = NULL;
 }
 
-int name_check(const char *name)
+int name_valid(const char *name)
 {
 	size_t n = strlen(name);
 	if (n > 255)
@@ -97,6 +97,48 @@ int name_check(const char *name)
 	if (!osb_utf8_valid(name, n))
 		return -EILSEQ;
 	return 0;
+}
+
+bool name_lossy(const char *name)
+{
+	return strstr(name, "\xef\xbf\xbd") != NULL;
+}
+
+int name_check(const char *name)
+{
+	int rc = name_valid(name);
+	return rc ? rc : name_lossy(name) ? -EILSEQ : 0;
+}
+
+/* A lookup of a lossy name (name_lossy()) fails with EILSEQ; the log
+ * says why, once for each such name a listing showed. */
+static void lossy_refused(struct osbfs *fs, fuse_ino_t parent, const char *name)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *p = node_by_ino(&fs->nodes, parent);
+	struct node *c = p ? node_child(&fs->nodes, p, name) : NULL;
+	bool tell = !c || !c->lossy_told;
+	if (c)
+		c->lossy_told = true;
+	char *dir = tell && p ? node_path(&fs->nodes, p) : NULL;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!tell)
+		return;
+	/* the log shows each U+FFFD of @name as \ufffd (osb_escape()) */
+	if (c)
+		log_error(
+			"%s/%s: the sandbox has a name here that is not "
+			"valid UTF-8 (execd sends U+FFFD in place of its "
+			"bytes): it cannot be reached "
+			"through the mount (EILSEQ); rename it in the sandbox",
+			dir ? dir : "?", name);
+	else
+		log_error("%s/%s: a name holding U+FFFD is "
+			  "refused (EILSEQ): execd sends it in place of the "
+			  "bytes of a name that is not UTF-8, so such a name "
+			  "cannot be told from another",
+			  dir ? dir : "?", name);
+	free(dir);
 }
 
 static mode_t type_bits(enum osb_ftype t)
@@ -129,7 +171,11 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 	st->st_size = a->size;
 	st->st_mtim = a->mtime;
 	st->st_atim = a->mtime;
-	st->st_ctim = a->ctime.tv_sec ? a->ctime : a->mtime;
+	st->st_ctim = a->ctime;
+	if (!a->ctime.tv_sec && !a->ctime.tv_nsec) /* not known (node.h) */
+		st->st_ctim = a->mtime.tv_sec > n->ctime_here.tv_sec ?
+				      a->mtime :
+				      n->ctime_here;
 	if (node_has_local(fs, n)) {
 		/* local changes the sandbox has not seen yet, or an orphan */
 		struct cache_attr la;
@@ -420,6 +466,11 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		reply_negative(req, fs);
 		return;
 	}
+	if (name_lossy(name)) {
+		lossy_refused(fs, parent, name);
+		fuse_reply_err(req, EILSEQ);
+		return;
+	}
 
 	/* answered from the caches? */
 	pthread_mutex_lock(&fs->nodes.lock);
@@ -533,6 +584,17 @@ int file_changed(struct osbfs *fs, struct held *h, struct cfile *cf, bool meta)
 		      cache_dirty(fs->cache, cf, h->path);
 }
 
+void node_changed_here(struct osbfs *fs, struct node *n,
+		       const struct timespec *ctime)
+{
+	static const struct timespec unknown = { 0, 0 };
+	n->change_gen = ++fs->nodes.change_seq;
+	node_ctime_set(n, ctime ? ctime : &unknown);
+	if (n->cf && !ctime)
+		cache_changed_here(fs->cache, n->cf);
+	special_changed(fs, n, ctime);
+}
+
 /* truncate(2)/ftruncate(2): the file is made whole locally, cut, and
  * uploaded later like any write. */
 static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
@@ -546,6 +608,10 @@ static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
 	if (a.type != OSB_FILE)
 		return -EINVAL;
 
+	if (size > cache_max_size(fs->cache)) {
+		log_too_big(fs, h->n, "a truncate of", size);
+		return -EFBIG;
+	}
 	bool keep;
 	struct cfile *cf = file_prepare(fs, h, &a, &keep);
 	if (!cf)
@@ -607,9 +673,8 @@ static int do_chmod(struct osbfs *fs, struct held *h, mode_t mode)
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		h->n->attr.mode = mode;
-		special_ours(fs, h->n, mode);
-		h->n->change_gen = fs->nodes.change_seq;
-		clock_gettime(CLOCK_REALTIME, &h->n->attr.ctime);
+		special_set(h->n, mode);
+		node_changed_here(fs, h->n, NULL);
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}
 	return rc;
@@ -664,17 +729,23 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 		return 0;
 	}
 
+	struct timespec ctime;
+	mode_t mode;
 	struct rtimes t = { .path = h->path,
 			    .mtime = mt,
 			    .atime = at,
-			    .nofollow = a.type == OSB_SYMLINK };
+			    .nofollow = a.type == OSB_SYMLINK,
+			    .ret_ctime = &ctime,
+			    .ret_mode = &mode };
 	rc = remote_times(fs, &t, 1);
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		h->n->attr.mtime = mt;
-		special_touched(fs, h->n);
+		node_changed_here(fs, h->n, &ctime);
+		if (mode) /* the command saw the special bits too */
+			special_seen(h->n, mode, &ctime);
 		if (h->n->cf) /* our own change */
-			cache_times_done(fs->cache, h->n->cf, &mt);
+			cache_times_done(fs->cache, h->n->cf, &mt, &ctime);
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}
 	return rc;

@@ -58,7 +58,15 @@ int held_child(struct osbfs *fs, fuse_ino_t parent, const char *name,
 	       struct held *ret);
 void held_put(struct osbfs *fs, struct held *h);
 
-/* Checks a new name: -ENAMETOOLONG, -EILSEQ (not UTF-8), -EINVAL. */
+/* Whether a name the sandbox lists can be shown: -ENAMETOOLONG,
+ * -EILSEQ (not UTF-8), -EINVAL ("", ".", ".."). */
+int name_valid(const char *name);
+/* Whether @name holds U+FFFD, which is what execd sends in place of the
+ * bytes of a name that is not valid UTF-8 (docs/SERVER.md §4): the
+ * sandbox's name is another, that no request can reach. */
+bool name_lossy(const char *name);
+/* Checks a new name: name_valid(), and -EILSEQ for a lossy one (it would
+ * read back as one the sandbox could not send). */
 int name_check(const char *name);
 
 /* The attributes of @n, fetched if stale. -ENOENT if it is gone. The
@@ -88,11 +96,13 @@ int dir_load(struct osbfs *fs, struct held *h);
  * (monotonic ms; < 0: one not yet expired) is there. */
 int dir_refresh(struct osbfs *fs, struct held *h, long long since);
 /* A change made under directory @parent: its listing stays valid with
- * @child in it (or out of it, with @child NULL). Nodes lock held. */
+ * @child in it (or out of it, with @child NULL), and an answer asked for
+ * before it says nothing of @child. Nodes lock held. */
 void dir_changed(struct osbfs *fs, struct node *parent, struct node *child);
 /* Name @name of @parent was just removed or renamed away, in the sandbox
- * too: a lookup of it is answered without asking for a while (an
- * editor makes its temporary file again at once). Nodes lock held. */
+ * too (after dir_changed()): an answer asked for before does not bring
+ * it back, and a lookup of it is answered without asking for a while
+ * (an editor makes its temporary file again at once). Nodes lock held. */
 void dir_name_gone(struct osbfs *fs, struct node *parent, const char *name);
 
 /* Downloads whatever of [off, off+len) the cache file lacks. */
@@ -106,12 +116,29 @@ int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf, int64_t off,
  */
 struct cfile *file_prepare(struct osbfs *fs, struct held *h,
 			   const struct fattr *a, bool *ret_keep);
-/* Makes the whole file local (before a write or a truncate). */
+/* Makes the whole file local (before a write or a truncate): -EFBIG or
+ * -ENOSPC, said in the log, when the cache cannot hold it whole
+ * (cache_room_whole). */
 int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf);
+/* Logs that @what (a write to, a truncate of) node @n, taking it to
+ * @size bytes, failed with EFBIG: past cache_max_size. */
+void log_too_big(struct osbfs *fs, struct node *n, const char *what,
+		 int64_t size);
 /* Records a change of @h's content (@meta: of its mode or times) for
  * upload, in its journal record; nothing for an orphan, whose data never
  * goes to the sandbox. */
 int file_changed(struct osbfs *fs, struct held *h, struct cfile *cf, bool meta);
+/*
+ * node_changed_here() - the sandbox's @n was changed by us (a mode,
+ * times, a move), which left its ctime at @ctime, or at a value not known
+ * if @ctime is NULL (the sandbox's next answer says it). An answer asked
+ * for before now is older than what we know; the cached content's
+ * validator follows, so our own change is never taken for someone
+ * else's, and so do the special bits known (special_changed). Nodes lock
+ * held.
+ */
+void node_changed_here(struct osbfs *fs, struct node *n,
+		       const struct timespec *ctime);
 /* Before @h's name goes away (unlink, rename over it): if the file is
  * open, its content is made whole locally, so its readers can go on
  * reading it as an orphan. Best effort: what cannot be fetched reads as

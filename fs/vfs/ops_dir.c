@@ -33,8 +33,10 @@ struct dent {
 
 struct dirh {
 	struct dent *e;
-	size_t n;
+	size_t n, cap;
 	struct node *dir; /* counted in its rd_open */
+	uint64_t gen;     /* the dir's change_gen when the entries were
+			     taken */
 };
 
 static int dent_cmp(const void *a, const void *b)
@@ -43,16 +45,23 @@ static int dent_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static void dirh_free(struct osbfs *fs, struct dirh *dh)
+/* Lets go of @dh's entries (nodes lock held). */
+static void dirh_clear(struct osbfs *fs, struct dirh *dh)
 {
-	if (!dh)
-		return;
-	pthread_mutex_lock(&fs->nodes.lock);
 	for (size_t i = 0; i < dh->n; i++) {
 		if (dh->e[i].node)
 			node_unref(&fs->nodes, dh->e[i].node);
 		free(dh->e[i].name);
 	}
+	dh->n = 0;
+}
+
+static void dirh_free(struct osbfs *fs, struct dirh *dh)
+{
+	if (!dh)
+		return;
+	pthread_mutex_lock(&fs->nodes.lock);
+	dirh_clear(fs, dh);
 	if (dh->dir) {
 		dh->dir->rd_open--;
 		node_unref(&fs->nodes, dh->dir);
@@ -62,16 +71,16 @@ static void dirh_free(struct osbfs *fs, struct dirh *dh)
 	free(dh);
 }
 
-static int dirh_add(struct dirh *dh, size_t *cap, const char *name,
-		    struct node *node, fuse_ino_t ino, mode_t type)
+static int dirh_add(struct dirh *dh, const char *name, struct node *node,
+		    fuse_ino_t ino, mode_t type)
 {
-	if (dh->n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 32;
+	if (dh->n == dh->cap) {
+		size_t nc = dh->cap ? dh->cap * 2 : 32;
 		struct dent *e = realloc(dh->e, nc * sizeof(*e));
 		if (!e)
 			return -ENOMEM;
 		dh->e = e;
-		*cap = nc;
+		dh->cap = nc;
 	}
 	dh->e[dh->n].name = strdup(name);
 	if (!dh->e[dh->n].name)
@@ -126,13 +135,70 @@ static void dirh_cache(struct dirh *dh, struct node *d, uint64_t sig,
 	node_ref(d);
 }
 
+/* Takes the entries of @d, as its listing and our changes since have
+ * them, into empty @dh (nodes lock held); dirh_sort() then. The control
+ * dir is not listed, only found by name (ctl.h). */
+static int dirh_take(struct dirh *dh, struct node *d)
+{
+	fuse_ino_t up = d->parent ? d->parent->ino : d->ino;
+	int rc = dirh_add(dh, ".", NULL, d->ino, S_IFDIR);
+	if (!rc)
+		rc = dirh_add(dh, "..", NULL, up, S_IFDIR);
+	long long now = mono_ms();
+	for (struct node *c = d->child_first; !rc && c; c = c->sib_next) {
+		if (c->listed_gen != d->list_gen || node_negative(c, now))
+			continue;
+		mode_t t = c->attr.type == OSB_DIR     ? S_IFDIR :
+			   c->attr.type == OSB_SYMLINK ? S_IFLNK :
+							 S_IFREG;
+		/* a lossy name is listed, but without its attributes: the
+		 * kernel asks a lookup, which refuses it */
+		rc = dirh_add(dh, c->name, name_lossy(c->name) ? NULL : c,
+			      c->ino, t);
+	}
+	dh->gen = d->change_gen;
+	return rc;
+}
+
+/* The entries by name, after "." and "..". */
+static void dirh_sort(struct dirh *dh)
+{
+	qsort(dh->e + 2, dh->n - 2, sizeof(*dh->e), dent_cmp);
+}
+
+/*
+ * A read from the start of a handle opened before a change made through
+ * the mount in its directory takes the entries again (POSIX lets a
+ * rewound stream show changes). The kernel fills its cache of a
+ * directory's entries from whichever handle reads from the start first,
+ * and takes that copy as current from then on: an older handle's
+ * entries would be what the next opens read.
+ */
+static int dirh_retake(struct osbfs *fs, struct dirh *dh)
+{
+	int rc = 0;
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *d = dh->dir;
+	bool again = d && d->change_gen != dh->gen;
+	if (again) {
+		dirh_clear(fs, dh);
+		rc = dirh_take(dh, d);
+		/* not what the handle was opened with: the next open
+		 * resets the kernel's copy */
+		d->rd_mixed = true;
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (again && !rc)
+		dirh_sort(dh);
+	return rc;
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct osbfs *fs = req_fs(req);
 	struct held h;
 	struct fattr a;
-	size_t cap = 0;
 
 	atomic_store(&fs->last_activity, mono_ms());
 	if (ctl_is_ino(ino)) {
@@ -154,31 +220,13 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		rc = -ENOMEM;
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
-		struct node *d = h.n;
-		fuse_ino_t up = d->parent ? d->parent->ino : d->ino;
-		rc = dirh_add(dh, &cap, ".", NULL, d->ino, S_IFDIR);
-		if (!rc)
-			rc = dirh_add(dh, &cap, "..", NULL, up, S_IFDIR);
-		size_t first = dh->n;
-		long long now = mono_ms();
-		for (struct node *c = d->child_first; !rc && c;
-		     c = c->sib_next) {
-			if (c->listed_gen != d->list_gen ||
-			    node_negative(c, now))
-				continue;
-			mode_t t = c->attr.type == OSB_DIR     ? S_IFDIR :
-				   c->attr.type == OSB_SYMLINK ? S_IFLNK :
-								 S_IFREG;
-			rc = dirh_add(dh, &cap, c->name, c, c->ino, t);
-		}
+		rc = dirh_take(dh, h.n);
 		pthread_mutex_unlock(&fs->nodes.lock);
-		/* the control dir is not listed, only found by name (ctl.h) */
 		if (!rc) {
-			qsort(dh->e + first, dh->n - first, sizeof(*dh->e),
-			      dent_cmp);
+			dirh_sort(dh);
 			uint64_t sig = dirh_sig(dh);
 			pthread_mutex_lock(&fs->nodes.lock);
-			dirh_cache(dh, d, sig, fi);
+			dirh_cache(dh, h.n, sig, fi);
 			pthread_mutex_unlock(&fs->nodes.lock);
 		}
 	}
@@ -193,6 +241,24 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		dirh_free(fs, dh);
 }
 
+/*
+ * Whether entry @d of a snapshot of @dir is still what the name is
+ * (nodes lock held): not removed or moved since, nor replaced (a save's
+ * rename), and with attributes to show. Only then does readdirplus give
+ * the kernel the node with it; else the kernel would keep, for the entry
+ * timeout, a name that is gone or the file a save replaced. The kernel
+ * reads a directory and changes its names under one lock, so what is
+ * checked here holds until it has the answer.
+ */
+static bool dent_still(struct osbfs *fs, const struct node *dir,
+		       const struct dent *d)
+{
+	const struct node *n = d->node;
+	return n->parent == dir && strcmp(n->name, d->name) == 0 &&
+	       !node_negative(n, mono_ms()) &&
+	       (n->attr_valid || node_has_local(fs, n));
+}
+
 static void do_readdir(fuse_req_t req, size_t size, off_t off,
 		       struct fuse_file_info *fi, bool plus)
 {
@@ -201,8 +267,12 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 	char *buf = calloc(1, size);
 	size_t used = 0;
 
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
+	int rc = buf ? 0 : -ENOMEM;
+	if (!rc && off == 0)
+		rc = dirh_retake(fs, dh);
+	if (rc) {
+		free(buf);
+		fuse_reply_err(req, -rc);
 		return;
 	}
 	for (size_t i = (size_t)off; i < dh->n; i++) {
@@ -216,15 +286,17 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 		} else {
 			struct fuse_entry_param e;
 			memset(&e, 0, sizeof(e));
-			if (d->node) {
-				pthread_mutex_lock(&fs->nodes.lock);
+			pthread_mutex_lock(&fs->nodes.lock);
+			bool still = d->node && dent_still(fs, dh->dir, d);
+			if (still) {
 				e.ino = d->node->ino;
 				e.attr_timeout = attr_timeout_of(fs, d->node);
 				e.entry_timeout =
 					fs->opt->attr_timeout_ms / 1000.0;
 				node_stat(fs, d->node, &e.attr);
-				pthread_mutex_unlock(&fs->nodes.lock);
-			} else {
+			}
+			pthread_mutex_unlock(&fs->nodes.lock);
+			if (!still) {
 				e.attr.st_ino = d->ino;
 				e.attr.st_mode = d->type;
 			}
@@ -233,7 +305,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 						      (off_t)(i + 1));
 			if (need <= size - used) {
 				/* the kernel now holds a lookup reference */
-				if (d->node) {
+				if (still) {
 					pthread_mutex_lock(&fs->nodes.lock);
 					d->node->nlookup++;
 					pthread_mutex_unlock(&fs->nodes.lock);
@@ -455,6 +527,41 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	held_put(fs, &h);
 }
 
+/*
+ * The removal of empty directory @h (@name in its parent), and its node
+ * after it. path_lock keeps upload batches out meanwhile: one that took
+ * the directory (made here, or given a mode) before would make it again
+ * after the removal (mkdir -p), and no later one sends it (forgotten).
+ */
+static int rmdir_send(struct osbfs *fs, struct held *h, const char *name,
+		      bool local_only)
+{
+	pthread_rwlock_wrlock(&fs->path_lock);
+	int rc = cache_lefts_count(fs->cache) ?
+			 wb_lefts_remove(fs, h->path, 0) :
+			 0;
+	if (!rc)
+		rc = remote_rmdir(fs, h->path);
+	/* the API's delete takes a missing directory as done; `rmdir`, the
+	 * route of a path execd would expand ($), does not */
+	if (rc == -ENOENT && local_only)
+		rc = 0;
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		if (h->n->cf)
+			cache_forget(fs->cache, h->n->cf);
+		struct node *p = h->n->parent;
+		node_unlink(&fs->nodes, h->n);
+		if (p) {
+			dir_changed(fs, p, NULL);
+			dir_name_gone(fs, p, name);
+		}
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	pthread_rwlock_unlock(&fs->path_lock);
+	return rc;
+}
+
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct osbfs *fs = req_fs(req);
@@ -492,23 +599,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!rc && (n || cache_dirty_below(fs->cache, h.n, true)))
 		rc = -ENOTEMPTY;
 	if (!rc)
-		rc = lefts_clear(fs, h.path);
-	if (!rc)
-		rc = remote_rmdir(fs, h.path);
-	/* the API's delete takes a missing directory as done; `rmdir`, the
-	 * route of a path execd would expand ($), does not */
-	if (rc == -ENOENT && local_only)
-		rc = 0;
-	if (!rc) {
-		pthread_mutex_lock(&fs->nodes.lock);
-		if (h.n->cf)
-			cache_forget(fs->cache, h.n->cf);
-		struct node *p = h.n->parent;
-		node_unlink(&fs->nodes, h.n);
-		if (p)
-			dir_changed(fs, p, NULL);
-		pthread_mutex_unlock(&fs->nodes.lock);
-	}
+		rc = rmdir_send(fs, &h, name, local_only);
 	rdent_array_free(ents, n);
 	fuse_reply_err(req, -rc);
 	held_put(fs, &h);
@@ -593,13 +684,15 @@ static int record_move(struct osbfs *fs, struct cfile *cf, const char *path)
  * moment ago that moves over another (an editor's fsync, then its
  * rename) goes again, whole, under its new name with the next batch, and
  * the sandbox's copy goes now (once the bytes are safe on disk here):
- * cheaper than a command. Anything else is moved there.
+ * cheaper than a command. Anything else is moved there: *ret_moved
+ * then says so (the file's ctime moved in the sandbox).
  */
 static int rename_send(struct osbfs *fs, const struct held *src,
 		       const struct held *dst, const struct fattr *sa,
 		       const struct fattr *da, struct cfile *scf,
-		       struct cfile *dcf)
+		       struct cfile *dcf, bool *ret_moved)
 {
+	*ret_moved = false;
 	bool src_local = scf && cache_only_local(fs->cache, scf);
 	bool dst_local = dcf && cache_only_local(fs->cache, dcf);
 	bool over = da && !dst_local; /* what the sandbox has there goes */
@@ -644,6 +737,7 @@ static int rename_send(struct osbfs *fs, const struct held *src,
 	if (!rc)
 		rc = remote_rename(fs, src->path, dst->path, da != NULL,
 				   sa->type == OSB_SYMLINK);
+	*ret_moved = true; /* or may have been */
 	return rc;
 }
 
@@ -735,8 +829,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct cfile *scf = src.n->cf, *dcf = dst.n->cf;
 	pthread_mutex_unlock(&fs->nodes.lock);
 
-	rc = rename_send(fs, &src, &dst, &sa, dst_exists ? &da : NULL, scf,
-			 dcf);
+	bool moved;
+	rc = rename_send(fs, &src, &dst, &sa, dst_exists ? &da : NULL, scf, dcf,
+			 &moved);
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		if (dcf && dst.n->cf == dcf)
@@ -750,10 +845,12 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			dir_name_gone(fs, oldp, name);
 		if (newp)
 			dir_changed(fs, newp, src.n);
-		if (!rc && sa.type != OSB_DIR)
-			clock_gettime(CLOCK_REALTIME, &src.n->attr.ctime);
-		/* the sandbox's rename moves the ctime of what it moves */
-		if (!rc)
+		/* rename(2) in the sandbox moves the ctime of what it
+		 * moves, a directory's too (its contents keep theirs); the
+		 * cache's validator has none for a directory */
+		if (!rc && moved && sa.type != OSB_DIR)
+			node_changed_here(fs, src.n, NULL);
+		else if (!rc && moved)
 			special_touched(fs, src.n);
 		pthread_mutex_unlock(&fs->nodes.lock);
 		if (sa.type == OSB_DIR)

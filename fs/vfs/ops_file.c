@@ -10,13 +10,15 @@
  *
  * A reader never gets bytes of two sandbox versions of a file. The bytes
  * cached for a clean file are all of the version its validator names
- * (its size and mtime). Each range fetched must come from a file of
- * that size (every answer states the size; checked before its bytes are
- * written), and after a fetch the attributes are compared with the
+ * (its size, mtime and ctime). Each range fetched must come from a file
+ * of that size (every answer states the size; checked before its bytes
+ * are written), and after a fetch the attributes are compared with the
  * validator, asked of the sandbox at most once per attr_timeout: a
- * replacement of the same size shows only there. A handle reads only the
- * content version it was opened on (cache_prepare()). When a change is seen,
- * the content, the attributes and the kernel's pages of the file go, its
+ * replacement of the same size shows only there. The first fetch of a
+ * handle that found bytes of the file cached when it opened asks at once,
+ * so a new open never joins them to bytes of another version. A handle reads
+ * only the content version it was opened on (cache_prepare()). When a change is
+ * seen, the content, the attributes and the kernel's pages of the file go, its
  * open handles fail with ESTALE, and the next open reads the new version.
  * ESTALE, not EIO: the open file is what is out of date, not the link to
  * the sandbox (EIO here means that), and the cure is to open it again.
@@ -25,6 +27,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +46,8 @@ struct fh {
 	bool append;
 	uint64_t version;      /* of cf's content when opened */
 	struct cache_window w; /* read-ahead (under the cache's lock) */
+	atomic_bool joined;    /* opened with bytes of the file here: its
+				  first fetch is checked afresh */
 };
 
 /* Says that @h changed in the sandbox while open, and has the kernel
@@ -101,42 +106,6 @@ int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf, int64_t off,
 	return rc;
 }
 
-int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf)
-{
-	int64_t size;
-	uint64_t version;
-	if (cache_whole(fs->cache, cf, &size, &version))
-		return 0;
-	if (!h->path)
-		return -EIO; /* an orphan whose content was never all here */
-	int rc = file_fetch(fs, h, cf, 0, size);
-	if (!rc && !cache_whole(fs->cache, cf, NULL, NULL))
-		rc = file_went_stale(fs, h, cf, version);
-	return rc;
-}
-
-/*
- * After a fetch for a handle of content @version: whether the file is
- * still the version the cache holds. The attributes are asked of the
- * sandbox at most once per attr_timeout (node_attr answers from the
- * attribute cache while it is fresh): a same-size replacement shows only
- * here, since a ranged answer states the size alone. Asked after the
- * fetch, so a change made before it, or during it, is seen.
- */
-static int read_revalidate(struct osbfs *fs, struct held *h, struct cfile *cf,
-			   uint64_t version)
-{
-	struct fattr a;
-	int rc = node_attr(fs, h, &a);
-	if (rc && rc != -ENOENT)
-		return rc;
-	bool same = !rc && a.type == OSB_FILE ?
-			    cache_is_version(fs->cache, cf, version, a.size,
-					     &a.mtime) :
-			    cache_is_dirty(fs->cache, cf);
-	return same ? 0 : file_went_stale(fs, h, cf, version);
-}
-
 /* cache_prepare() for @h, telling of a change it found. */
 static struct cfile *prepare(struct osbfs *fs, struct held *h,
 			     const struct fattr *a, struct cache_prep *ret)
@@ -145,6 +114,77 @@ static struct cfile *prepare(struct osbfs *fs, struct held *h,
 	if (cf && ret->reopened)
 		tell_changed(fs, h);
 	return cf;
+}
+
+/*
+ * After a fetch for a handle of content @version: whether the file is
+ * still the version the cache holds. The attributes are asked of the
+ * sandbox at most once per attr_timeout (node_attr answers from the
+ * attribute cache while it is fresh), or now if @fresh: a same-size
+ * replacement shows only here, since a ranged answer states the size
+ * alone. Asked after the fetch, so a change made before it, or during it,
+ * is seen.
+ */
+static int read_revalidate(struct osbfs *fs, struct held *h, struct cfile *cf,
+			   uint64_t version, bool fresh)
+{
+	struct fattr a;
+	if (fresh) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		h->n->attr_expiry = 0; /* asked after the fetch */
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	int rc = node_attr(fs, h, &a);
+	if (rc && rc != -ENOENT)
+		return rc;
+	bool same = !rc && a.type == OSB_FILE ?
+			    cache_is_version(fs->cache, cf, version, &a) :
+			    cache_is_dirty(fs->cache, cf);
+	return same ? 0 : file_went_stale(fs, h, cf, version);
+}
+
+/*
+ * Fetches what @cf lacks. The bytes that were here already and those
+ * fetched now must be of one version, or a write would send a mix back:
+ * so when both are there, the sandbox is asked after the fetch (one
+ * stat) whether the file is still the version cached; if not, the file
+ * is fetched again, whole, as an open of the new version would.
+ */
+int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf)
+{
+	for (int tries = 0;; tries++) {
+		int64_t size;
+		uint64_t version;
+		if (cache_whole(fs->cache, cf, &size, &version))
+			return 0;
+		if (!h->path)
+			return -EIO; /* an orphan whose content was never
+					all here */
+		char why[512];
+		int rc = cache_room_whole(fs->cache, cf, why, sizeof(why));
+		if (rc) {
+			log_error("%s cannot be written here: %s", h->path,
+				  why);
+			return rc;
+		}
+		bool joined = cache_has_clean(fs->cache, cf);
+		rc = file_fetch(fs, h, cf, 0, size);
+		if (!rc && !cache_whole(fs->cache, cf, NULL, NULL))
+			rc = file_went_stale(fs, h, cf, version);
+		if (!rc && joined)
+			rc = read_revalidate(fs, h, cf, version, true);
+		if (rc != -ESTALE || tries)
+			return rc;
+		struct fattr a;
+		struct cache_prep p;
+		rc = node_attr(fs, h, &a);
+		if (!rc && a.type != OSB_FILE)
+			rc = -ESTALE;
+		if (!rc && !prepare(fs, h, &a, &p))
+			rc = -ENOMEM;
+		if (rc)
+			return rc;
+	}
 }
 
 struct cfile *file_prepare(struct osbfs *fs, struct held *h,
@@ -219,6 +259,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		p.keep = false;
 	} else if (!rc && writer) {
 		rc = file_make_complete(fs, &h, cf);
+		/* it may have found a new version, and fetched that */
+		cache_whole(fs->cache, cf, NULL, &p.version);
 	}
 	if (rc) {
 		if (cf && f)
@@ -234,6 +276,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	f->writer = writer;
 	f->append = fi->flags & O_APPEND;
 	f->w.window = CACHE_WINDOW_MIN;
+	atomic_init(&f->joined, cache_has_clean(fs->cache, cf));
 	free(h.path);
 	fi->fh = (uint64_t)(uintptr_t)f;
 	fi->keep_cache = p.keep && !writer;
@@ -294,7 +337,8 @@ static int create_here(struct osbfs *fs, fuse_ino_t parent, const char *name,
 		memset(&h->n->attr, 0, sizeof(h->n->attr));
 		h->n->attr.type = OSB_FILE;
 		h->n->attr.mode = la.mode;
-		h->n->attr.mtime = h->n->attr.ctime = la.mtime;
+		h->n->attr.mtime = la.mtime;
+		node_ctime_set(h->n, &(struct timespec){ 0, 0 });
 		h->n->attr_valid = true;
 		h->n->attr_expiry = mono_ms() + fs->opt->attr_timeout_ms;
 		h->n->neg_expiry = 0;
@@ -445,6 +489,7 @@ struct ahead {
 	struct cfile *cf;
 	uint64_t version;
 	int64_t off, len;
+	bool fresh; /* the handle's first fetch (fh.joined) */
 };
 
 static int fetch_ahead(void *arg, int64_t off, int64_t len, int64_t size,
@@ -453,11 +498,15 @@ static int fetch_ahead(void *arg, int64_t off, int64_t len, int64_t size,
 	struct ahead *a = arg;
 	int rc = remote_fetch(a->fs, a->h.path, off, len, size, sink, sink_arg);
 	struct fattr at;
+	if (!rc && a->fresh) {
+		pthread_mutex_lock(&a->fs->nodes.lock);
+		a->h.n->attr_expiry = 0; /* asked after the fetch */
+		pthread_mutex_unlock(&a->fs->nodes.lock);
+	}
 	if (!rc)
 		rc = node_attr(a->fs, &a->h, &at);
 	if (!rc && (at.type != OSB_FILE ||
-		    !cache_is_version(a->fs->cache, a->cf, a->version, at.size,
-				      &at.mtime)))
+		    !cache_is_version(a->fs->cache, a->cf, a->version, &at)))
 		rc = -ESTALE;
 	return rc;
 }
@@ -475,6 +524,7 @@ static void ahead_claim(struct osbfs *fs, fuse_ino_t ino, struct fh *f,
 	a->fs = fs;
 	a->cf = f->cf;
 	a->version = f->version;
+	a->fresh = atomic_exchange(&f->joined, false);
 	cache_ref(fs->cache, a->cf);
 }
 
@@ -490,6 +540,50 @@ static void ahead_fetch(struct osbfs *fs, struct ahead *a)
 	held_put(fs, &a->h);
 }
 
+/* Fetches [off, off + want) for handle @f, and checks the version. */
+static int read_fetch(struct osbfs *fs, struct fh *f, int64_t off, int64_t want)
+{
+	struct held h = { .n = f->n };
+	pthread_mutex_lock(&fs->nodes.lock);
+	h.path = node_path(&fs->nodes, f->n);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	int rc = h.path ? file_fetch(fs, &h, f->cf, off, want) : -ENOENT;
+	/* the first fetch of a handle opened with bytes of the file here
+	 * asks the sandbox now: a new open never shows a mix of the bytes
+	 * it found and those it fetched */
+	if (!rc)
+		rc = read_revalidate(fs, &h, f->cf, f->version,
+				     atomic_exchange(&f->joined, false));
+	free(h.path);
+	return rc;
+}
+
+/* Reads up to @size bytes at @off for handle @f into *@buf (made to
+ * measure): the count, or -errno; -EAGAIN when bytes went for room
+ * between the fetch and the read (cache_pread), to be tried again. */
+static ssize_t read_some(struct osbfs *fs, struct fh *f, size_t size, off_t off,
+			 char **buf)
+{
+	struct cfile *cf = f->cf;
+	int64_t len, want;
+	int rc = cache_read_begin(fs->cache, cf, f->version, &f->w, off, size,
+				  &len, &want);
+	if (!rc && len && want && off == 0 &&
+	    cache_fill_wanted(fs->cache, cf) && pull_for_read(fs, f->n))
+		/* a walk: this file may have come with its neighbours */
+		rc = cache_read_begin(fs->cache, cf, f->version, &f->w, off,
+				      size, &len, &want);
+	if (!rc && len && want)
+		rc = read_fetch(fs, f, off, want);
+	if (rc || !len)
+		return rc;
+	if (!*buf)
+		*buf = malloc(size);
+	if (!*buf)
+		return -ENOMEM;
+	return cache_pread(fs->cache, cf, f->version, *buf, (size_t)len, off);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -501,64 +595,37 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	struct fh *f = (struct fh *)(uintptr_t)fi->fh;
-	struct cfile *cf = f->cf;
-	int64_t len, want;
-	int rc = cache_read_begin(fs->cache, cf, f->version, &f->w, off, size,
-				  &len, &want);
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	if (len == 0) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	if (want && off == 0 && cache_fill_wanted(fs->cache, cf) &&
-	    pull_for_read(fs, f->n)) {
-		/* a walk: this file may have come with its neighbours */
-		rc = cache_read_begin(fs->cache, cf, f->version, &f->w, off,
-				      size, &len, &want);
-		if (rc) {
-			fuse_reply_err(req, -rc);
-			return;
-		}
-	}
-	if (want) {
-		struct held h = { 0 };
-		pthread_mutex_lock(&fs->nodes.lock);
-		h.path = node_path(&fs->nodes, f->n);
-		pthread_mutex_unlock(&fs->nodes.lock);
-		if (!h.path)
-			rc = -ENOENT;
-		h.n = f->n;
-		if (!rc)
-			rc = file_fetch(fs, &h, cf, off, want);
-		if (!rc)
-			rc = read_revalidate(fs, &h, cf, f->version);
-		free(h.path);
-		if (rc) {
-			fuse_reply_err(req, -rc);
-			return;
-		}
-	}
-
-	char *buf = malloc((size_t)len);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	ssize_t n =
-		cache_pread(fs->cache, cf, f->version, buf, (size_t)len, off);
+	char *buf = NULL;
+	ssize_t n = -EAGAIN;
+	/* a reader of a file bigger than the cache may find bytes it was
+	 * to read let go meanwhile for another's room: it fetches them
+	 * again, a few times at most */
+	for (int tries = 0; n == -EAGAIN && tries < 8; tries++)
+		n = read_some(fs, f, size, off, &buf);
 	/* claimed before the reply: the handle may go once it is sent */
 	struct ahead a = { 0 };
 	if (n > 0)
 		ahead_claim(fs, ino, f, off + n, &a);
 	if (n < 0)
-		fuse_reply_err(req, (int)-n);
+		fuse_reply_err(req, n == -EAGAIN ? EIO : (int)-n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
 	free(buf);
 	ahead_fetch(fs, &a);
+}
+
+void log_too_big(struct osbfs *fs, struct node *n, const char *what,
+		 int64_t size)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	char *path = node_path(&fs->nodes, n);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	log_error("%s %s would make it %lld bytes or more, more than "
+		  "cache_max_size (%lld bytes) allows: a file is held whole "
+		  "in the cache until it is uploaded",
+		  what, path ? path : "a file gone", (long long)size,
+		  (long long)cache_max_size(fs->cache));
+	free(path);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
@@ -575,6 +642,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	bool record;
 	ssize_t n = cache_write(fs->cache, f->cf, buf, size, off, f->append,
 				&record);
+	if (n == -EFBIG)
+		log_too_big(fs, f->n, "a write to", off + (int64_t)size);
 	if (n < 0) {
 		fuse_reply_err(req, (int)-n);
 		return;

@@ -11,8 +11,8 @@
  * more. The files taken are those the mount knows from its listings
  * (their sizes and mtimes), small, with nothing of them cached, in the
  * order the walk reads them; an archive member goes into the cache only
- * if its size and mtime to the nanosecond are the listing's, so a file
- * changed since is read afresh as ever. The names in the archive are the
+ * if its size, mtime and ctime to the nanosecond are the listing's, so a
+ * file changed since is read afresh as ever. The names in the archive are the
  * sandbox's: only compared, never used as paths. When one archive cannot
  * take them all, a background thread goes on with the next while the
  * walk reads, and a read of a file on its way waits for it.
@@ -251,6 +251,15 @@ static int from_archive(void *arg, int64_t off, int64_t len, int64_t size,
 	return 0;
 }
 
+/* Whether a member's ctime @m (GNU tar's pax header has it) is the
+ * listing's @l: a rewrite that kept size and mtime shows there. One not
+ * known on either side is not compared. */
+static bool same_ctime(const struct timespec *l, const struct timespec *m)
+{
+	return !(l->tv_sec || l->tv_nsec) || !(m->tv_sec || m->tv_nsec) ||
+	       (l->tv_sec == m->tv_sec && l->tv_nsec == m->tv_nsec);
+}
+
 /* The members of archive @fd (@size bytes) that are the candidates as
  * listed go into the cache; how many did. */
 static size_t unpack(struct osbfs *fs, int fd, int64_t size, struct pull *p)
@@ -268,7 +277,8 @@ static size_t unpack(struct osbfs *fs, int fd, int64_t size, struct pull *p)
 					 NULL;
 		if (c && c->a.size == e.size &&
 		    c->a.mtime.tv_sec == e.mtime.tv_sec &&
-		    c->a.mtime.tv_nsec == e.mtime.tv_nsec) {
+		    c->a.mtime.tv_nsec == e.mtime.tv_nsec &&
+		    same_ctime(&c->a.ctime, &e.ctime)) {
 			struct member m = { fd, e.data_off, e.size };
 			if (cache_fill_new(fs->cache, c->n, &c->a, from_archive,
 					   &m) == 0)

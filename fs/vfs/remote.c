@@ -96,9 +96,11 @@ static bool again(struct osbfs *fs, int rc)
 	return fs->life && life_recheck(fs) == 1;
 }
 
+/* No request goes to a path that cannot be the sandbox's: not UTF-8, or
+ * holding the U+FFFD that stands for another name's bytes (ops.h). */
 static int path_check(const char *path)
 {
-	if (!osb_utf8_valid(path, strlen(path)))
+	if (!osb_utf8_valid(path, strlen(path)) || strstr(path, "\xef\xbf\xbd"))
 		return -EILSEQ;
 	return 0;
 }
@@ -134,7 +136,11 @@ void fattr_from_stat(struct fattr *a, const struct osb_stat *st)
  * finds the claim taken and reports what the first run recorded (waiting
  * for it if it still runs). So a lost answer is settled by sending the
  * command again, and the command takes effect at most once. Records are
- * swept once they are old enough that no repeat can come.
+ * swept once they are old enough that no repeat can come. A file or a
+ * link the sandbox put in OPS_DIR's place is removed (a link is never
+ * followed) and the directory made again; an ALIAS_DIR that is no
+ * directory fails the command at once with ONCE_BROKEN, as does a claim
+ * that could not be made, with the reason on stderr.
  */
 #define OPS_DIR ALIAS_DIR "/ops"
 #define OPS_SWEEP_EVERY 64
@@ -142,17 +148,32 @@ void fattr_from_stat(struct fattr *a, const struct osb_stat *st)
 #define SHELL_TRIES 8
 #define SHELL_BACKOFF_MS 100
 #define SHELL_BACKOFF_MAX_MS 2000
+/* the exit code of a wrapped command that could not claim its id */
+#define ONCE_BROKEN "76"
 
 static atomic_uint ops_sent;
 
 static const char once_fmt[] =
 	"d=%1$s f=%1$s/%2$s\n"
+	/* the records' directory is osbfs's: a file or a link the sandbox
+	 * put in its place goes (a link is never followed); the one above
+	 * it is not only the records', so it is named, not removed */
+	"p=${d%%/*}\n"
+	"if [ -L \"$p\" ] || { [ -e \"$p\" ] && [ ! -d \"$p\" ]; }; then\n"
+	"echo \"osbfs: $p is a symbolic link or a file made in the sandbox, "
+	"where osbfs keeps its records: operations that must run at most "
+	"once cannot run (remove it in the sandbox)\" >&2\n"
+	"exit " ONCE_BROKEN "\n"
+	"fi\n"
+	"if [ -L \"$d\" ] || { [ -e \"$d\" ] && [ ! -d \"$d\" ]; }; then\n"
+	"rm -f \"$d\"\n"
+	"fi\n"
 	"%3$s"
 	"set -C\n"
 	/* `true`, not `:`: a failed redirection of a special builtin ends
 	 * a POSIX shell (execd runs sh when a sandbox has no bash) */
-	"{ true >\"$f.c\" || { mkdir -p \"$d\" && true >\"$f.c\"; }; } "
-	"2>/dev/null\n"
+	"m=$( { true >\"$f.c\" || { mkdir -p \"$d\" && true >\"$f.c\"; }; } "
+	"2>&1 )\n"
 	"c=$?\n"
 	"set +C\n"
 	"if [ $c = 0 ]; then\n"
@@ -161,6 +182,11 @@ static const char once_fmt[] =
 	"echo $r >\"$f.r\"\n"
 	"[ $r = 0 ] || cat \"$f.e\" >&2\n"
 	"exit $r\n"
+	"fi\n"
+	/* no claim made, and none there: say why, at once */
+	"if [ ! -e \"$f.c\" ]; then\n"
+	"echo \"osbfs: cannot record an operation in $d: $m\" >&2\n"
+	"exit " ONCE_BROKEN "\n"
 	"fi\n"
 	/* claimed before: the first run's outcome */
 	"i=0\n"
@@ -466,19 +492,43 @@ static bool left_at(struct osbfs *fs, const char *path)
 	return fs->cache && cache_left_at(fs->cache, path);
 }
 
-/* Leaves the copies left behind out of @d, entries of @dir. */
+/* The copies left at or below @dir before a listing of it is asked for
+ * (@t->n is 0 if none). */
+static void lefts_before(struct osbfs *fs, const char *dir, struct left_take *t)
+{
+	t->n = 0;
+	if (fs->cache && cache_lefts_count(fs->cache))
+		cache_lefts_take(fs->cache, dir, 0, t);
+}
+
+static bool in_take(const struct left_take *t, const char *path)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->path[i], path) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Leaves the copies left behind out of @d, entries of @dir: those left
+ * now, and those of @before (left when the listing was asked for), which
+ * may have been removed since and still be in the answer. Frees
+ * @before's paths.
+ */
 static void drop_lefts(struct osbfs *fs, const char *dir, struct rdent *d,
-		       size_t *n)
+		       size_t *n, struct left_take *before)
 {
 	size_t k = 0;
-	if (!fs->cache || !cache_lefts_count(fs->cache))
+	if (!fs->cache || (!before->n && !cache_lefts_count(fs->cache))) {
+		cache_lefts_release(before);
 		return;
+	}
 	for (size_t i = 0; i < *n; i++) {
 		char *path = NULL;
 		bool left = false;
 		if (asprintf(&path, "%s/%s", strcmp(dir, "/") ? dir : "",
 			     d[i].name) >= 0)
-			left = left_at(fs, path);
+			left = in_take(before, path) || left_at(fs, path);
 		free(path);
 		if (left)
 			free(d[i].name);
@@ -486,6 +536,7 @@ static void drop_lefts(struct osbfs *fs, const char *dir, struct rdent *d,
 			d[k++] = d[i];
 	}
 	*n = k;
+	cache_lefts_release(before);
 }
 
 int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret)
@@ -509,7 +560,8 @@ int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret)
 		return fail(rc, &err, "stat", path);
 	fattr_from_stat(ret, &st);
 	osb_stat_release(&st);
-	return 0;
+	/* a rename left a copy there meanwhile */
+	return left_at(fs, path) ? -ENOENT : 0;
 }
 
 int remote_stat_full(struct osbfs *fs, const char *path, struct fattr *ret)
@@ -631,15 +683,19 @@ int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
 		*ret_depth = 1;
 	if (rc)
 		return rc;
+	struct left_take before;
 	if (!osb_path_is_safe(dir)) {
+		lefts_before(fs, dir, &before);
 		rc = shell_list(fs, dir, ret, ret_n);
 		if (!rc)
-			drop_lefts(fs, dir, *ret, ret_n);
+			drop_lefts(fs, dir, *ret, ret_n, &before);
+		cache_lefts_release(&before);
 		return rc;
 	}
 	rc = remote_enter(fs);
 	if (rc)
 		return rc;
+	lefts_before(fs, dir, &before);
 	do {
 		rc = osb_dir_walk(fs->sb, dir, depth, max, &ents, &n, &cut,
 				  &err);
@@ -652,11 +708,14 @@ int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
 				  &err);
 	if (rc == -ENOENT && err.status != 404)
 		rc = -EIO;
-	if (rc)
+	if (rc) {
+		cache_lefts_release(&before);
 		return fail(rc, &err, "list", dir);
+	}
 	struct rdent *d = calloc(n ? n : 1, sizeof(*d));
 	if (!d) {
 		osb_stat_array_free(ents, n);
+		cache_lefts_release(&before);
 		return -ENOMEM;
 	}
 	size_t k = 0;
@@ -674,7 +733,7 @@ int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
 		k++;
 	}
 	osb_stat_array_free(ents, n);
-	drop_lefts(fs, dir, d, &k);
+	drop_lefts(fs, dir, d, &k, &before);
 	*ret = d;
 	*ret_n = k;
 	if (ret_cut)
@@ -1117,13 +1176,16 @@ int remote_rename(struct osbfs *fs, const char *src, const char *dst,
 		rc = remote_enter(fs);
 		if (rc)
 			return rc;
+		int tries = 0;
 		do {
 			rc = osb_file_move(fs->sb, &m, 1, &err);
+			tries++;
 		} while (rc && again(fs, rc));
-		/* the source was there when the caller looked: a "not found"
-		 * after a repeat (a resume, a resent request) may be our own
-		 * first attempt's doing */
-		if (rc == -ENOENT && moved(fs, src, dst))
+		/* a "not found" after a repeat (a resume) may be our own
+		 * first attempt's doing (the client settles its own resent
+		 * requests so); after one request, the source is missing, and
+		 * a file at the destination is someone else's */
+		if (rc == -ENOENT && tries > 1 && moved(fs, src, dst))
 			rc = 0;
 		if (rc != -EEXIST)
 			return rc ? fail(rc, &err, "rename", src) : 0;
@@ -1187,6 +1249,8 @@ static void touch_lines(FILE *m, const struct rtimes *t, const char *q)
 	if (t->do_chmod)
 		fprintf(m, "chmod %o -- %s || f=1\n",
 			(unsigned)(t->chmod & 07777), q);
+	/* the ctime and mode all that left (remote.h) */
+	fprintf(m, "stat -c '%%.9Z %%f' -- %s 2>/dev/null || echo -\n", q);
 }
 
 /*
@@ -1225,15 +1289,52 @@ static void times_python(FILE *m, const struct rtimes *t, size_t n)
 	      "        os.utime(p, ns=(a, m), follow_symlinks=not nf)\n"
 	      "        if c >= 0:\n"
 	      "            os.chmod(p, c)\n"
+	      "        st = os.lstat(p)\n"
+	      "        s, ns = divmod(st.st_ctime_ns, 10**9)\n"
+	      "        print('%d.%09d %x' % (s, ns, st.st_mode))\n"
 	      "    except FileNotFoundError:\n"
-	      "        pass\n"
+	      "        print('-')\n"
 	      "    except OSError as e:\n"
 	      "        f = 1\n"
 	      "        print(e, file=sys.stderr)\n"
+	      "        print('-')\n"
 	      "sys.exit(f)\n"
 	      "OSBFS_TIMES\n"
 	      "else\n",
 	      m);
+}
+
+/* The ctimes and modes remote_times()'s command printed in @out, one
+ * line per path ("<ctime> <hex mode>"), into each ret_ctime and
+ * ret_mode; all not known ({0, 0}, 0) if @out is NULL or not of that
+ * form. */
+static void times_ctimes(const struct rtimes *t, size_t n, char *out)
+{
+	size_t lines = 0;
+	for (const char *p = out; p && *p; p++)
+		lines += *p == '\n';
+	for (size_t i = 0; i < n; i++) {
+		if (t[i].ret_ctime)
+			*t[i].ret_ctime = (struct timespec){ 0, 0 };
+		if (t[i].ret_mode)
+			*t[i].ret_mode = 0;
+	}
+	if (lines != n)
+		return;
+	char *line = out;
+	for (size_t i = 0; i < n; i++) {
+		char *end = strchr(line, '\n');
+		*end = '\0';
+		char ct[48];
+		unsigned mode;
+		if (t[i].ret_ctime && sscanf(line, "%47s %x", ct, &mode) == 2 &&
+		    *ct >= '0' && *ct <= '9') {
+			ts_parse(ct, t[i].ret_ctime);
+			if (t[i].ret_mode)
+				*t[i].ret_mode = (mode_t)mode;
+		}
+		line = end + 1;
+	}
 }
 
 int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n)
@@ -1259,10 +1360,13 @@ int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n)
 	fputs(python ? "exit $f\nfi\n" : "exit $f\n", m);
 	if (fclose(m) != 0)
 		rc = -ENOMEM;
+	char *out = NULL;
 	if (!rc)
 		rc = shell_do(fs, script, SHELL_IDEMPOTENT, "set times of",
-			      t[0].path, NULL);
+			      t[0].path, &out);
 	free(script);
+	times_ctimes(t, n, rc ? NULL : out);
+	free(out);
 	return rc;
 }
 

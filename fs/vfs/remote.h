@@ -119,8 +119,15 @@ struct rtimes {
 	bool nofollow;         /* a symlink itself */
 	mode_t chmod;          /* mode to set after, or 0 */
 	bool do_chmod;
+	/* if not NULL: the ctime the path has after all that (as a stat or
+	 * listing would say it), {0, 0} when not known */
+	struct timespec *ret_ctime;
+	/* if not NULL (and ret_ctime is not): the mode it has then, type
+	 * and all twelve bits (special.h), 0 when not known */
+	mode_t *ret_mode;
 };
-/* Sets times (and modes) of many paths with one command. */
+/* Sets times (and modes) of many paths with one command, which also says
+ * the ctime and mode each is left with (ret_ctime, ret_mode). */
 int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n);
 
 /*

@@ -65,25 +65,51 @@ bool special_take(struct node *n, struct fattr *a, uint64_t asked)
 	return n->special_state != SPECIAL_UNKNOWN;
 }
 
-/* @n's bits are what this mount just made them. */
-static void mark_ours(struct osbfs *fs, struct node *n)
+/* @n's bits are what this mount just made them: the first report asked
+ * after @gen (a change_seq) says the ctime they go with. */
+static void mark_ours(struct osbfs *fs, struct node *n, uint64_t gen)
 {
 	n->special_state = SPECIAL_OURS;
-	n->special_gen = ++fs->nodes.change_seq;
+	n->special_gen = gen;
 	n->special_until = mono_ms() + fs->opt->attr_timeout_ms;
 }
 
-void special_ours(struct osbfs *fs, struct node *n, mode_t mode)
+void special_set(struct node *n, mode_t mode)
 {
 	n->special = mode & SPECIAL_BITS;
 	n->attr.mode = (n->attr.mode & 0777) | n->special;
-	mark_ours(fs, n);
+	n->special_state = SPECIAL_OURS; /* special_changed() says since when */
+}
+
+void special_changed(struct osbfs *fs, struct node *n,
+		     const struct timespec *ctime)
+{
+	if (n->special_state == SPECIAL_UNKNOWN)
+		return;
+	if (ctime && (ctime->tv_sec || ctime->tv_nsec)) {
+		n->special_state = SPECIAL_KNOWN;
+		n->special_ctime = *ctime;
+		n->special_gen = 0;
+	} else {
+		mark_ours(fs, n, n->change_gen);
+	}
+}
+
+void special_seen(struct node *n, mode_t mode, const struct timespec *ctime)
+{
+	if (n->attr.type != OSB_FILE && n->attr.type != OSB_DIR)
+		return;
+	n->special = mode & SPECIAL_BITS;
+	n->special_state = SPECIAL_KNOWN;
+	n->special_ctime = *ctime;
+	n->special_gen = 0;
+	n->attr.mode = (n->attr.mode & 0777) | n->special;
 }
 
 void special_touched(struct osbfs *fs, struct node *n)
 {
 	if (n->special_state != SPECIAL_UNKNOWN)
-		mark_ours(fs, n);
+		mark_ours(fs, n, ++fs->nodes.change_seq);
 }
 
 int special_ask_add(struct node_table *nt, struct special_ask *sa,

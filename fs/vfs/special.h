@@ -3,19 +3,21 @@
  * execd's listings and stats never report (docs/SERVER.md §5.1).
  *
  * A node knows its special bits in one of three ways. KNOWN: learned
- * from the sandbox (a command's stat, or a scan: one command that finds
- * the entries of a listed subtree that have any), and true while the
- * sandbox's ctime of the file is the one they came with; every change of
- * mode (and of owner, and a write that clears setuid) moves the ctime.
- * OURS: this mount has just set them (a chmod, an upload with its mode),
- * or changed the file otherwise; the next report asked after that gives
- * the ctime they go with, if it comes within attr_timeout (the staleness
- * the mount may show anyway) and no command ran meanwhile (a job's end
- * drops every cache, and makes OURS UNKNOWN: node_invalidate). UNKNOWN: never
- * learned, or the ctime moved since: the bits last known are still shown, and a
- * listing that brings such entries asks one command for all of them
- * (special_ask_run), a lone stat asks by command instead of the file API (ops.c
- * node_attr).
+ * from the sandbox (a command's stat, a scan: one command that finds the
+ * entries of a listed subtree that have any, or the command that sets
+ * times after an upload, which prints each file's ctime and mode), and
+ * true while the sandbox's ctime of the file is the one they came with;
+ * every change of mode (and of owner, and a write that clears setuid)
+ * moves the ctime. OURS: this mount has just set them (a chmod) or
+ * changed the file otherwise, and does not know the ctime that left
+ * (the same moment the cache's validator does not: ops.h
+ * node_changed_here); the next report asked after that gives it, if it
+ * comes within attr_timeout (the staleness the mount may show anyway) and
+ * no command ran meanwhile (a job's end drops every cache, and makes OURS
+ * UNKNOWN: node_invalidate). UNKNOWN: never learned, or the ctime moved
+ * since: the bits last known are still shown, and a listing that brings
+ * such entries asks one command for all of them (special_ask_run), a lone
+ * stat asks by command instead of the file API (ops.c node_attr).
  *
  * So a listing of what the mount knows costs no command; one that brings
  * new entries, or entries someone else changed, costs one more.
@@ -44,10 +46,25 @@ bool special_known(const struct node *n, const struct fattr *a, uint64_t asked);
  * UNKNOWN and @a has the bits last known.
  */
 bool special_take(struct node *n, struct fattr *a, uint64_t asked);
-/* This mount has just given @n the mode @mode in the sandbox. */
-void special_ours(struct osbfs *fs, struct node *n, mode_t mode);
-/* A change of this mount moved @n's ctime in the sandbox (an entry made
- * or removed in it, its times set, a rename): the bits known stay. */
+/* This mount has just given @n the mode @mode in the sandbox: its bits
+ * are known, since when node_changed_here() (or special_changed()) says
+ * next. */
+void special_set(struct node *n, mode_t mode);
+/*
+ * special_changed() - node_changed_here()'s part: a change of this mount
+ * moved @n's ctime to @ctime ({0, 0} or NULL: not known). Bits known
+ * before stay known: with @ctime, or with the ctime of the first report
+ * asked after the change (n->change_gen), if it comes within
+ * attr_timeout.
+ */
+void special_changed(struct osbfs *fs, struct node *n,
+		     const struct timespec *ctime);
+/* A command of this mount saw @n with the mode @mode (all twelve bits)
+ * and @ctime, after its change (remote_times): its bits are known. */
+void special_seen(struct node *n, mode_t mode, const struct timespec *ctime);
+/* A change of this mount moved @n's ctime in the sandbox and nothing
+ * else (an entry made or removed in the directory, its times set, a
+ * rename), its change_gen or not: the bits known stay, as above. */
 void special_touched(struct osbfs *fs, struct node *n);
 
 /* The same for the directory the sandbox path @path is in (takes the

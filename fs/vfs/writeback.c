@@ -5,12 +5,14 @@
  * first, in batches (many small files go in one multipart request; a
  * big file goes alone), and for each batch:
  *   1. check that the sandbox's copy is still the one the local data
- *      derives from (size and mtime); if someone else changed it, their
+ *      derives from (size, mtime, ctime); if someone else changed it, their
  *      version is kept beside ours as NAME.conflict-<time> (never
  *      silently clobbered);
  *   2. upload;
  *   3. set the mtimes the user saw (and any mode the API cannot carry)
  *      with one command, so an upload does not change a file's mtime;
+ *      the command says the ctime each file is left with, the base of
+ *      the next check;
  *   4. mark clean what did not change meanwhile (a write generation
  *      counter per file; a file written during its upload stays dirty).
  * A failed batch is retried with exponential backoff; a batch that
@@ -56,6 +58,8 @@
  * since until they do its copy here is dirty and cannot make room in a
  * full cache. */
 #define TIMES_LATER_MAX (1 << 20)
+/* the longest name a file system takes (NAME_MAX on Linux) */
+#define CONFLICT_NAME_MAX 255
 /* At least this many new files of a batch, each at most PACK_FILE_MAX,
  * go as one tar archive unpacked by one command (which sets their modes
  * and times too): what each costs the server is then the bytes only. */
@@ -99,6 +103,9 @@ struct item {
 	bool times_later;       /* the times go after (an fsync waits) */
 	bool fresh;             /* new: the sandbox had no such file */
 	long long absent_until; /* cfile's, for known_absent() */
+	struct timespec ctime;  /* the sandbox's copy's after its times were
+				   set, {0, 0} if not known (remote_times) */
+	mode_t seen_mode;       /* and its mode then, 0 if not known */
 };
 
 /* Someone waits for its bytes only (fsync), and they are not there. */
@@ -224,17 +231,43 @@ static bool same_time(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
 }
 
+char *wb_conflict_path(const char *path, time_t when)
+{
+	char suffix[48], *out = NULL;
+	struct tm tm;
+	gmtime_r(&when, &tm);
+	strftime(suffix, sizeof(suffix), ".conflict-%Y%m%dT%H%M%SZ", &tm);
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	size_t dir_len = (size_t)(base - path), len = strlen(base);
+	if (len + strlen(suffix) <= CONFLICT_NAME_MAX) {
+		if (asprintf(&out, "%s%s", path, suffix) < 0)
+			return NULL;
+		return out;
+	}
+	/* too long: as much of the name as fits, cut where a character
+	 * begins (the name stays UTF-8), then ~ and a hash of the whole
+	 * name, so two long names that begin alike keep apart */
+	struct fprint f;
+	fprint_init(&f);
+	fprint_add(&f, base, len);
+	size_t keep = CONFLICT_NAME_MAX - strlen(suffix) - 9;
+	while (keep && ((unsigned char)base[keep] & 0xc0) == 0x80)
+		keep--;
+	if (asprintf(&out, "%.*s%.*s~%08x%s", (int)dir_len, path, (int)keep,
+		     base, (unsigned)(fprint_end(&f) & 0xffffffffu),
+		     suffix) < 0)
+		return NULL;
+	return out;
+}
+
 /* The sandbox's copy changed since ours was taken from it: keep theirs
  * as NAME.conflict-<time>. */
 static int resolve_conflict(struct osbfs *fs, struct writeback *wb,
 			    struct item *it)
 {
-	char stamp[32], *aside = NULL;
-	time_t now = time(NULL);
-	struct tm tm;
-	gmtime_r(&now, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-	if (asprintf(&aside, "%s.conflict-%s", it->path, stamp) < 0)
+	char *aside = wb_conflict_path(it->path, time(NULL));
+	if (!aside)
 		return -ENOMEM;
 	int rc = remote_rename(fs, it->path, aside, false, false);
 	if (!rc) {
@@ -316,13 +349,13 @@ static int check_one(struct osbfs *fs, struct writeback *wb, struct item *it,
 		return 0;
 	if (remote->type == OSB_DIR)
 		return -EISDIR;
-	if (fmeta_base_is(&it->m, remote->size, &remote->mtime))
+	if (fmeta_base_is(&it->m, remote))
 		return 0;
 	if (remote->type == OSB_FILE && copy_is_ours(fs, it, remote->size)) {
 		/* the sandbox's copy is now the base: should this upload
 		 * not land either, the next check finds it so */
 		pthread_mutex_lock(&fs->cache->lock);
-		cache_set_base(it->cf, remote->size, &remote->mtime);
+		cache_set_base(it->cf, remote);
 		pthread_mutex_unlock(&fs->cache->lock);
 		return 0;
 	}
@@ -591,12 +624,16 @@ static void mark_sent(struct osbfs *fs, struct item *items, size_t n)
 	}
 }
 
-/* A file or directory of a batch landed with mode @mode (the nodes lock
- * held): its special bits are the ones it was given, and the directory
- * it is in has a new ctime, of our doing (special.h). */
-static void ours_landed(struct osbfs *fs, struct node *n, mode_t mode)
+/* A file or directory of a batch landed (the nodes lock held): its
+ * special bits are the ones it was given, or those the times command saw
+ * after, and the directory it is in has a new ctime, of our doing
+ * (special.h). */
+static void ours_landed(struct osbfs *fs, struct node *n, const struct item *it)
 {
-	special_ours(fs, n, mode);
+	special_set(n, it->m.mode);
+	special_changed(fs, n, &it->ctime);
+	if (it->seen_mode)
+		special_seen(n, it->seen_mode, &it->ctime);
 	if (n->parent)
 		special_touched(fs, n->parent);
 }
@@ -649,9 +686,12 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			failed(wb, cf, -EIO, n, now);
 			continue;
 		}
+		/* the ctime is the one the times command saw, or not known
+		 * (packed: the unpack command does not say) */
 		cf->m.base = BASE_KNOWN;
 		cf->m.base_size = it->size;
 		cf->m.base_mtime = it->m.mtime;
+		cf->m.base_ctime = it->ctime;
 		cf->m.sent = false;
 		if (cf->wgen == it->gen) {
 			cf->m.times_set = false;
@@ -666,7 +706,7 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			if (cf->node) {
 				cf->node->change_gen = ++fs->nodes.change_seq;
 				cf->node->attr.mode = it->m.mode & 07777;
-				ours_landed(fs, cf->node, it->m.mode);
+				ours_landed(fs, cf->node, it);
 			}
 			continue;
 		}
@@ -682,9 +722,10 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			cf->node->attr.size = it->size;
 			cf->node->attr.mtime = it->m.mtime;
 			cf->node->attr.mode = it->m.mode & 07777;
+			node_ctime_set(cf->node, &it->ctime);
 		}
 		if (cf->node)
-			ours_landed(fs, cf->node, it->m.mode);
+			ours_landed(fs, cf->node, it);
 	}
 	pthread_cond_broadcast(&c->changed);
 	pthread_mutex_unlock(&c->lock);
@@ -820,6 +861,8 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 				.do_chmod = it->m.chmod_needed ||
 					    (it->m.mode & 0777) == 0 ||
 					    (it->m.mode & 07000),
+				.ret_ctime = &it->ctime,
+				.ret_mode = &it->seen_mode,
 			};
 			if (!it->m.times_set)
 				times[nt].atime.tv_nsec = UTIME_OMIT;
@@ -873,6 +916,8 @@ struct pending_dir {
 	struct node *n;
 	char *path;
 	struct timespec mtime, atime;
+	struct timespec ctime; /* and what the command saw after */
+	mode_t mode;
 };
 
 struct pending_scan {
@@ -897,8 +942,10 @@ static void scan_pending(struct node *n, void *arg)
 	char *path = node_path(&ps->fs->nodes, n);
 	if (!path)
 		return;
-	ps->d[ps->n] = (struct pending_dir){ n, path, n->pending_mtime,
-					     n->pending_atime };
+	ps->d[ps->n] = (struct pending_dir){ .n = n,
+					     .path = path,
+					     .mtime = n->pending_mtime,
+					     .atime = n->pending_atime };
 	node_ref(n);
 	ps->n++;
 }
@@ -929,7 +976,9 @@ static int apply_dir_times(struct osbfs *fs)
 	for (size_t i = 0; t && i < ps.n; i++)
 		t[i] = (struct rtimes){ .path = ps.d[i].path,
 					.mtime = ps.d[i].mtime,
-					.atime = ps.d[i].atime };
+					.atime = ps.d[i].atime,
+					.ret_ctime = &ps.d[i].ctime,
+					.ret_mode = &ps.d[i].mode };
 	if (!rc)
 		rc = remote_times(fs, t, ps.n);
 	pthread_mutex_lock(&fs->nodes.lock);
@@ -942,7 +991,9 @@ static int apply_dir_times(struct osbfs *fs)
 			fs->pending_dir_times--;
 			n->attr.mtime = ps.d[i].mtime;
 			n->change_gen = ++fs->nodes.change_seq;
-			special_touched(fs, n);
+			special_changed(fs, n, &ps.d[i].ctime);
+			if (ps.d[i].mode)
+				special_seen(n, ps.d[i].mode, &ps.d[i].ctime);
 		}
 		node_unref(&fs->nodes, n);
 	}

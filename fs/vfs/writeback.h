@@ -7,11 +7,19 @@
 #ifndef OSBFS_WRITEBACK_H
 #define OSBFS_WRITEBACK_H
 
+#include <time.h>
+
 #include "osbfs.h"
 
 int wb_start(struct osbfs *fs);
 /* Stops the workers (after wb_flush_all, at unmount). */
 void wb_stop(struct osbfs *fs);
+
+/* Where the sandbox's version of @path goes when it conflicts with ours,
+ * at @when: PATH.conflict-<UTC time>, the name shortened to fit 255 bytes
+ * (cut between characters, with a hash of the whole name). malloc'd, NULL
+ * when out of memory. */
+char *wb_conflict_path(const char *path, time_t when);
 
 /* The server answers again: files whose uploads failed are tried now,
  * not after their backoff. */

@@ -23,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (code_rec_parse(name, &r)) {
 		/* what a record gives must make a record again */
 		if (r.lang < 0 || r.lang >= CODE_NLANG || !r.id[0] ||
-		    strchr(r.id, '/'))
+		    strchr(r.id, '/') ||
+		    (r.name[0] && !code_name_valid(r.name)))
 			abort();
 	}
 	free(name);

@@ -60,6 +60,9 @@ def parse_args(argv=None):
                         "endpoint headers for port 44772 and enforced by its execd")
     p.add_argument("--endpoint-style", choices=("bridge", "host"), default="bridge",
                    help="bridge: 44772 -> HOST:HP/proxy/44772 (default); host: 44772 -> HOST:HP")
+    p.add_argument("--new-execd-ports", action="store_true",
+                   help="at start, every sandbox's execd listens on a new port, never the one it had (as a "
+                        "restarted Docker host maps ports anew): the endpoints the lifecycle API gives change")
     p.add_argument("--verbose", action="store_true", help="log one line per request to stderr")
     a = p.parse_args(argv)
     if bool(a.tls_cert) != bool(a.tls_key):

@@ -149,17 +149,31 @@ class Sandbox:
 
     # -- the execd listener --------------------------------------------------------------
 
-    def bind(self):
+    def _new_listener(self, port):
         from .execd import ExecdHandler
-        host = self.app.host
-        hp = self.rec.get("hp") or 0
+        srv = Server((self.app.host, port), ExecdHandler, self.app, self.app.ssl_ctx, bind_and_activate=False,
+                     sandbox=self)
         try:
-            srv = Server((host, hp), ExecdHandler, self.app, self.app.ssl_ctx, bind_and_activate=False, sandbox=self)
             srv.server_bind()
         except OSError:
             srv.server_close()
-            srv = Server((host, 0), ExecdHandler, self.app, self.app.ssl_ctx, bind_and_activate=False, sandbox=self)
-            srv.server_bind()
+            raise
+        return srv
+
+    def bind(self, avoid=None):
+        """The execd listener, bound (not listening yet): on the port of the
+        record when it is free, else on a new one, never on @avoid."""
+        hp = self.rec.get("hp") or 0
+        try:
+            srv = self._new_listener(0 if hp == avoid else hp)
+        except OSError:
+            srv = self._new_listener(0)
+        held = []
+        while avoid and srv.server_port == avoid:
+            held.append(srv)  # kept bound so that the next pick differs
+            srv = self._new_listener(0)
+        for h in held:
+            h.server_close()
         self.listener = srv
         self.listening = False
         if self.rec.get("hp") != srv.server_port:
@@ -225,7 +239,7 @@ class Sandbox:
         return sb
 
     def start_after_load(self):
-        self.bind()
+        self.bind(avoid=self.rec.get("hp") if self.app.args.new_execd_ports else None)
         if self.state in ("Running", "Paused"):
             self.activate()
 

@@ -6,6 +6,7 @@ UTC container); the lifecycle server speaks pydantic v2 ISO-8601
 (microseconds, trailing zeros kept, omitted when zero, "Z").
 """
 
+import codecs
 import datetime as _dt
 import errno as _errno
 import json
@@ -97,8 +98,18 @@ def go_path_error(op, path, e):
     return "%s %s: %s" % (op, path, errtext(e))
 
 
+def _fffd(err):
+    """A byte that is not UTF-8 (a name read from the disk holds it as a
+    lone surrogate) becomes U+FFFD, one for each byte, as Go's JSON encoder
+    writes it: execd's answers never carry the name's own bytes."""
+    return b"\xef\xbf\xbd" * (err.end - err.start), err.end
+
+
+codecs.register_error("osb_fffd", _fffd)
+
+
 def json_bytes(obj):
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "osb_fffd")
 
 
 def atomic_write_json(path, obj):
