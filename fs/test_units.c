@@ -726,6 +726,31 @@ static void test_conflict_names(void)
 	free(q);
 }
 
+/* The output of the command that finds special mode bits, from a sandbox
+ * that may lie: only whole lines of a hex mode and a hex path count. */
+static void test_specials_parse(void)
+{
+	/* "a/b" = 612f62, "t" = 74, "odd" name of 3 hex digits */
+	char out[] = "89ed 612f62\n"
+		     "43ff 74\n"
+		     "zz 74\n"
+		     "81a4\n"
+		     "81a4 \n"
+		     "81a4 746\n"
+		     "ffffffff 74";
+	struct rdent *d = NULL;
+	size_t n = 0;
+	CHECK(remote_specials_parse(out, &d, &n) == 0);
+	CHECK(n == 3);
+	CHECK(n >= 1 && strcmp(d[0].name, "a/b") == 0 &&
+	      d[0].attr.mode == 04755 && d[0].attr.mode_full);
+	CHECK(n >= 2 && strcmp(d[1].name, "t") == 0 && d[1].attr.mode == 01777);
+	CHECK(n >= 3 && d[2].attr.mode == 07777); /* masked */
+	rdent_array_free(d, n);
+	CHECK(remote_specials_parse(NULL, &d, &n) == 0 && n == 0);
+	rdent_array_free(d, n);
+}
+
 int main(void)
 {
 	test_hex();
@@ -741,6 +766,7 @@ int main(void)
 	test_json_str();
 	test_log_escapes();
 	test_conflict_names();
+	test_specials_parse();
 	if (failures) {
 		fprintf(stderr, "%d failures\n", failures);
 		return 1;

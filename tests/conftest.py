@@ -9,6 +9,7 @@ sandbox            a new Running sandbox on `server`, deleted at teardown
 make_server        factory: make_server(extra_args=[...], api_key=...) -> a
                    started LocalServer; all stopped at teardown
 workdir            a local scratch directory, removed at teardown
+shared_dir         the same, that every local user can reach (for allow_other)
 osb, osbc          `osb` (osbhelp.Osb) on a new sandbox / on no sandbox
 cleanup_sandboxes  a list of sandbox ids to delete at teardown
 running            running(osb, *args): background osb runs, stopped at
@@ -91,6 +92,15 @@ def make_server(tmp_path):
 def workdir():
     """A local scratch directory, removed at teardown."""
     d = tempfile.mkdtemp(prefix="osb-test-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory every local user can reach (pytest's tmp dirs are 0700)."""
+    d = tempfile.mkdtemp(prefix="osbfs-shared-")
+    os.chmod(d, 0o755)
     yield d
     shutil.rmtree(d, ignore_errors=True)
 

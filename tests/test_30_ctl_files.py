@@ -6,9 +6,7 @@ import errno
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 
 import pytest
@@ -633,15 +631,6 @@ def test_egress_without_a_sidecar_explains_itself(mount):
 
 
 # ---- allow_other ----
-
-@pytest.fixture
-def shared_dir():
-    """A directory every local user can reach (pytest's tmp dirs are 0700)."""
-    d = tempfile.mkdtemp(prefix="osbfs-shared-")
-    os.chmod(d, 0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
 
 def as_nobody(op, path, data=None):
     """open(2) of @path as user nobody: for reading (op "r": the bytes

@@ -28,6 +28,7 @@
 #include "recover.h"
 #include "ops.h"
 #include "remote.h"
+#include "special.h"
 #include "umount.h"
 #include "watch.h"
 #include "writeback.h"
@@ -275,6 +276,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	recover_journal(&fs);
+	special_root_load(&fs);
 
 	if (fuse_set_signal_handlers(fs.se) != 0 ||
 	    fuse_session_mount(fs.se, opt.mountpoint) != 0) {

@@ -26,6 +26,7 @@
 
 #include "log.h"
 #include "ops.h"
+#include "special.h"
 #include "watch.h"
 
 /* The levels one listing asks for, and the entries it takes at most. */
@@ -52,6 +53,7 @@ struct walk {
 	struct level lv[WALK_DEPTH + 1];
 	struct node **done; /* directories given a listing */
 	size_t ndone, done_cap;
+	struct special_ask ask; /* entries whose special bits it cannot say */
 };
 
 static bool raced(const struct walk *w, const struct node *d)
@@ -121,10 +123,10 @@ static bool all_came(const struct walk *w, const char *rel)
 /* What the sandbox says of child @c, unless local data holds it or a
  * change of ours to it (an upload that landed) came after the asking
  * (nodes lock held). */
-static void take_attr(struct walk *w, struct node *c, const struct fattr *a)
+static int take_attr(struct walk *w, struct node *c, const struct fattr *a)
 {
 	if (node_has_local(w->fs, c) || raced(w, c))
-		return;
+		return 0;
 	if (c->link_target && (a->type != OSB_SYMLINK ||
 			       a->size != (int64_t)strlen(c->link_target) ||
 			       a->mtime.tv_sec != c->attr.mtime.tv_sec ||
@@ -133,7 +135,12 @@ static void take_attr(struct walk *w, struct node *c, const struct fattr *a)
 		free(c->link_target);
 		c->link_target = NULL;
 	}
-	node_set_attr(c, a, w->now + w->fs->opt->attr_timeout_ms);
+	struct fattr m = *a;
+	int rc = 0;
+	if (!special_take(c, &m, w->seq))
+		rc = special_ask_add(&w->fs->nodes, &w->ask, c, &m);
+	node_set_attr(c, &m, w->now + w->fs->opt->attr_timeout_ms);
+	return rc;
 }
 
 /*
@@ -196,8 +203,9 @@ static int apply(struct walk *w, const struct rdent *e)
 		c->listed_gen = up->n->list_gen;
 		up->n->list_count++;
 	}
-	if (!up->raced)
-		take_attr(w, c, &e->attr);
+	int rc = up->raced ? 0 : take_attr(w, c, &e->attr);
+	if (rc)
+		return rc;
 	/* a directory whose entries come next */
 	struct level *lv = &w->lv[m + 1];
 	memset(lv, 0, sizeof(*lv) * (size_t)(w->depth - m));
@@ -289,6 +297,8 @@ static int fetch(struct osbfs *fs, struct held *h, int depth)
 	if (ours)
 		d->list_ours = true;
 	pthread_mutex_unlock(&fs->nodes.lock);
+	/* the special bits the listing could not say: one command for all */
+	special_ask_run(fs, h, w.depth, &w.ask);
 	free(w.done);
 	rdent_array_free(ents, n);
 	if (w.bad)
@@ -343,6 +353,7 @@ void dir_changed(struct osbfs *fs, struct node *parent, struct node *child)
 	parent->change_gen = ++fs->nodes.change_seq;
 	if (child)
 		child->change_gen = parent->change_gen;
+	special_touched(fs, parent);
 	/* a name came or went: the directory changed now, as the sandbox
 	 * will say when asked (make and editors look at its mtime) */
 	clock_gettime(CLOCK_REALTIME, &parent->attr.mtime);

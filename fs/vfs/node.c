@@ -387,6 +387,8 @@ void node_invalidate(struct node *n)
 	n->neg_expiry = 0;
 	free(n->link_target);
 	n->link_target = NULL;
+	if (n->special_state == SPECIAL_OURS)
+		n->special_state = SPECIAL_UNKNOWN;
 }
 
 void node_for_each(struct node_table *nt, void (*fn)(struct node *n, void *arg),

@@ -32,7 +32,9 @@
 struct fattr {
 	enum osb_ftype type;
 	int64_t size;
-	mode_t mode; /* permission bits (and special bits) */
+	mode_t mode;    /* permission bits (and special bits) */
+	bool mode_full; /* the report says the special bits too (a
+			   command's stat): the file API never does */
 	struct timespec mtime;
 	struct timespec ctime;
 	char owner[64]; /* names in the sandbox */
@@ -40,6 +42,13 @@ struct fattr {
 };
 
 struct cfile;
+
+/* How a node knows its special mode bits (special.h). */
+enum special_state {
+	SPECIAL_UNKNOWN,
+	SPECIAL_OURS,
+	SPECIAL_KNOWN,
+};
 
 struct node {
 	uint64_t ino;
@@ -80,6 +89,18 @@ struct node {
 				directory), not an answer of the sandbox */
 
 	char *link_target; /* cached readlink */
+
+	/* setuid, setgid and sticky, which the file API never reports
+	 * (special.h): the bits last known, shown in attr.mode */
+	mode_t special;
+	unsigned char special_state;   /* enum special_state */
+	struct timespec special_ctime; /* KNOWN: they hold while the
+					  sandbox's ctime is this one */
+	uint64_t special_gen;          /* OURS: the table's change_seq when set;
+					  UNKNOWN: the scan that asks (special.h),
+					  numbered from change_seq too */
+	long long special_until;       /* OURS: a report asked after this
+					  (monotonic ms) is not taken as ours */
 
 	/* times set on a directory whose files are still uploading: the
 	 * uploads would change its mtime again, so they are applied after
@@ -167,7 +188,8 @@ void node_ctime_set(struct node *n, const struct timespec *ctime);
 void node_set_negative(struct node *n, long long expiry);
 bool node_attr_fresh(const struct node *n, long long now);
 bool node_negative(const struct node *n, long long now);
-/* Drops cached attributes and listing of @n. */
+/* Drops cached attributes and listing of @n, and what it took as its
+ * special bits from our own change (special.h). */
 void node_invalidate(struct node *n);
 /* Drops every cached attribute, listing and negative entry. */
 void node_invalidate_all(struct node_table *nt);

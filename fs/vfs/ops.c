@@ -12,6 +12,7 @@
 #include "linkmap.h"
 #include "log.h"
 #include "ops.h"
+#include "special.h"
 #include "watch.h"
 #include "writeback.h"
 
@@ -211,12 +212,17 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 	st->st_blocks = (st->st_size + 511) / 512;
 }
 
+double attr_timeout_of(struct osbfs *fs, const struct node *n)
+{
+	return node_bits_unknown(fs, n) ? 0 : fs->opt->attr_timeout_ms / 1000.0;
+}
+
 static void fill_entry(struct osbfs *fs, struct node *n,
 		       struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = n->ino;
-	e->attr_timeout = fs->opt->attr_timeout_ms / 1000.0;
+	e->attr_timeout = attr_timeout_of(fs, n);
 	e->entry_timeout = fs->opt->attr_timeout_ms / 1000.0;
 	node_stat(fs, n, &e->attr);
 }
@@ -290,7 +296,37 @@ static int attr_from_listing(struct osbfs *fs, struct held *h, struct held *ph,
 	return rc;
 }
 
-int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
+bool node_bits_unknown(struct osbfs *fs, const struct node *n)
+{
+	return n->special_state == SPECIAL_UNKNOWN && n->attr_valid &&
+	       (n->attr.type == OSB_FILE || n->attr.type == OSB_DIR) &&
+	       !node_has_local(fs, n);
+}
+
+/*
+ * @h's attributes from the sandbox, into @a: a stat by the file API, or,
+ * when @bits asks for the special bits and @h does not know them, by a
+ * command, which says them too. A second request only when the first
+ * shows that they may have changed since they were learned.
+ */
+static int attr_fetch(struct osbfs *fs, struct held *h, bool bits,
+		      uint64_t asked, struct fattr *a)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	bool full = bits && h->n->special_state == SPECIAL_UNKNOWN;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	int rc = full ? remote_stat_full(fs, h->path, a) :
+			remote_stat(fs, h->path, a);
+	if (rc || full || !bits)
+		return rc;
+	pthread_mutex_lock(&fs->nodes.lock);
+	full = !special_known(h->n, a, asked);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return full ? remote_stat_full(fs, h->path, a) : 0;
+}
+
+static int attr_get(struct osbfs *fs, struct held *h, struct fattr *ret,
+		    bool bits)
 {
 	long long now = mono_ms();
 	struct fattr a;
@@ -307,7 +343,9 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return -ENOENT;
 	}
-	if (node_has_local(fs, h->n) || node_attr_fresh(h->n, now)) {
+	if (node_has_local(fs, h->n) ||
+	    (node_attr_fresh(h->n, now) &&
+	     !(bits && node_bits_unknown(fs, h->n)))) {
 		if (ret)
 			*ret = h->n->attr;
 		pthread_mutex_unlock(&fs->nodes.lock);
@@ -334,9 +372,10 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 	}
 	uint64_t gen = h->n->parent ? h->n->parent->change_gen : 0;
 	uint64_t own = h->n->change_gen;
+	uint64_t asked = fs->nodes.change_seq;
 	pthread_mutex_unlock(&fs->nodes.lock);
 
-	int rc = remote_stat(fs, h->path, &a);
+	int rc = attr_fetch(fs, h, bits, asked, &a);
 	bool fetched = rc == 0;
 
 	pthread_mutex_lock(&fs->nodes.lock);
@@ -346,6 +385,7 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 	if (rc == -ENOENT && !raced && !node_has_local(fs, h->n)) {
 		node_set_negative(h->n, now + fs->opt->negative_timeout_ms);
 	} else if (!rc && !raced && !node_has_local(fs, h->n)) {
+		special_take(h->n, &a, asked);
 		node_set_attr(h->n, &a, mono_ms() + fs->opt->attr_timeout_ms);
 	}
 	if (!rc && ret)
@@ -361,8 +401,21 @@ int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
 	/* the sandbox's version may not be the one cached: it goes */
 	if (h->n->cf && fetched && !raced && !node_has_local(fs, h->n))
 		cache_check_version(fs->cache, h->n->cf, &a);
+	bool root = fetched && h->n == fs->nodes.root;
 	pthread_mutex_unlock(&fs->nodes.lock);
+	if (root)
+		special_root_save(fs);
 	return rc;
+}
+
+int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret)
+{
+	return attr_get(fs, h, ret, false);
+}
+
+int node_attr_bits(struct osbfs *fs, struct held *h, struct fattr *ret)
+{
+	return attr_get(fs, h, ret, true);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -496,8 +549,9 @@ static void reply_attr_of(fuse_req_t req, struct osbfs *fs, struct node *n)
 	struct stat st;
 	pthread_mutex_lock(&fs->nodes.lock);
 	node_stat(fs, n, &st);
+	double timeout = attr_timeout_of(fs, n);
 	pthread_mutex_unlock(&fs->nodes.lock);
-	fuse_reply_attr(req, &st, fs->opt->attr_timeout_ms / 1000.0);
+	fuse_reply_attr(req, &st, timeout);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
@@ -514,7 +568,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	}
 	int rc = held_inode(fs, ino, &h);
 	if (!rc)
-		rc = node_attr(fs, &h, NULL);
+		rc = node_attr_bits(fs, &h, NULL);
 	if (rc)
 		fuse_reply_err(req, rc == -ESTALE ? ENOENT : -rc);
 	else
@@ -538,6 +592,7 @@ void node_changed_here(struct osbfs *fs, struct node *n,
 	node_ctime_set(n, ctime ? ctime : &unknown);
 	if (n->cf && !ctime)
 		cache_changed_here(fs->cache, n->cf);
+	special_changed(fs, n, ctime);
 }
 
 /* truncate(2)/ftruncate(2): the file is made whole locally, cut, and
@@ -545,7 +600,7 @@ void node_changed_here(struct osbfs *fs, struct node *n,
 static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
 {
 	struct fattr a;
-	int rc = node_attr(fs, h, &a);
+	int rc = node_attr_bits(fs, h, &a);
 	if (rc)
 		return rc;
 	if (a.type == OSB_DIR)
@@ -578,7 +633,7 @@ static int do_truncate(struct osbfs *fs, struct held *h, off_t size)
 static int do_chmod(struct osbfs *fs, struct held *h, mode_t mode)
 {
 	struct fattr a;
-	int rc = node_attr(fs, h, &a);
+	int rc = node_attr_bits(fs, h, &a);
 	if (rc)
 		return rc;
 	mode &= 07777;
@@ -618,6 +673,7 @@ static int do_chmod(struct osbfs *fs, struct held *h, mode_t mode)
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		h->n->attr.mode = mode;
+		special_set(h->n, mode);
 		node_changed_here(fs, h->n, NULL);
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}
@@ -674,16 +730,20 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 	}
 
 	struct timespec ctime;
+	mode_t mode;
 	struct rtimes t = { .path = h->path,
 			    .mtime = mt,
 			    .atime = at,
 			    .nofollow = a.type == OSB_SYMLINK,
-			    .ret_ctime = &ctime };
+			    .ret_ctime = &ctime,
+			    .ret_mode = &mode };
 	rc = remote_times(fs, &t, 1);
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		h->n->attr.mtime = mt;
 		node_changed_here(fs, h->n, &ctime);
+		if (mode) /* the command saw the special bits too */
+			special_seen(h->n, mode, &ctime);
 		if (h->n->cf) /* our own change */
 			cache_times_done(fs->cache, h->n->cf, &mt, &ctime);
 		pthread_mutex_unlock(&fs->nodes.lock);

@@ -69,8 +69,19 @@ bool name_lossy(const char *name);
  * read back as one the sandbox could not send). */
 int name_check(const char *name);
 
-/* The attributes of @n, fetched if stale. -ENOENT if it is gone. */
+/* The attributes of @n, fetched if stale. -ENOENT if it is gone. The
+ * special mode bits are those known (special.h), maybe none yet. */
 int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret);
+/* The same, with the special bits learned if not known (by a command in
+ * place of the file API's stat): what a reply to the kernel's getattr,
+ * and a write that sends the mode back, need. */
+int node_attr_bits(struct osbfs *fs, struct held *h, struct fattr *ret);
+/* Whether @n shows special bits that are not known (nodes lock held). */
+bool node_bits_unknown(struct osbfs *fs, const struct node *n);
+/* The kernel may keep @n's attributes this long (nodes lock held): not at
+ * all while its special bits are not known, so that it asks (getattr)
+ * when it needs them, for a stat or a permission check. */
+double attr_timeout_of(struct osbfs *fs, const struct node *n);
 /* struct stat for @n (nodes lock held): cache data overrides. */
 void node_stat(struct osbfs *fs, const struct node *n, struct stat *st);
 /* Replies with an entry for @n (takes a lookup reference). */
@@ -123,7 +134,8 @@ int file_changed(struct osbfs *fs, struct held *h, struct cfile *cf, bool meta);
  * if @ctime is NULL (the sandbox's next answer says it). An answer asked
  * for before now is older than what we know; the cached content's
  * validator follows, so our own change is never taken for someone
- * else's. Nodes lock held.
+ * else's, and so do the special bits known (special_changed). Nodes lock
+ * held.
  */
 void node_changed_here(struct osbfs *fs, struct node *n,
 		       const struct timespec *ctime);

@@ -13,6 +13,7 @@
 #include "linkmap.h"
 #include "log.h"
 #include "ops.h"
+#include "special.h"
 #include "watch.h"
 #include "writeback.h"
 
@@ -289,9 +290,9 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 			bool still = d->node && dent_still(fs, dh->dir, d);
 			if (still) {
 				e.ino = d->node->ino;
-				e.attr_timeout =
+				e.attr_timeout = attr_timeout_of(fs, d->node);
+				e.entry_timeout =
 					fs->opt->attr_timeout_ms / 1000.0;
-				e.entry_timeout = e.attr_timeout;
 				node_stat(fs, d->node, &e.attr);
 			}
 			pthread_mutex_unlock(&fs->nodes.lock);
@@ -844,10 +845,13 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			dir_name_gone(fs, oldp, name);
 		if (newp)
 			dir_changed(fs, newp, src.n);
-		/* rename(2) in the sandbox moves a file's ctime (a
-		 * directory's contents keep theirs) */
+		/* rename(2) in the sandbox moves the ctime of what it
+		 * moves, a directory's too (its contents keep theirs); the
+		 * cache's validator has none for a directory */
 		if (!rc && moved && sa.type != OSB_DIR)
 			node_changed_here(fs, src.n, NULL);
+		else if (!rc && moved)
+			special_touched(fs, src.n);
 		pthread_mutex_unlock(&fs->nodes.lock);
 		if (sa.type == OSB_DIR)
 			cache_records_follow(fs->cache, src.n);
@@ -979,18 +983,6 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	fuse_reply_err(req, ENOSYS);
 }
 
-static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode, dev_t rdev)
-{
-	(void)parent;
-	(void)name;
-	(void)mode;
-	(void)rdev;
-	/* regular files come through create; devices, fifos and sockets
-	 * cannot be made through the API */
-	fuse_reply_err(req, EPERM);
-}
-
 void op_dir_register(struct fuse_lowlevel_ops *ops)
 {
 	ops->opendir = op_opendir;
@@ -1005,5 +997,4 @@ void op_dir_register(struct fuse_lowlevel_ops *ops)
 	ops->symlink = op_symlink;
 	ops->readlink = op_readlink;
 	ops->link = op_link;
-	ops->mknod = op_mknod;
 }

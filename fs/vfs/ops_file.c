@@ -1,6 +1,6 @@
 /*
  * ops_file.c - FUSE ops on open files: open, create, read, write, flush,
- * release, fsync.
+ * release, fsync; and mknod, which makes regular files as create does.
  *
  * Reads fetch missing ranges into the cache file (a window that doubles
  * on sequential access); a file opened for writing is made whole locally
@@ -235,7 +235,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct cfile *cf = NULL;
 	struct fh *f = NULL;
 
-	rc = node_attr(fs, &h, &a);
+	/* a writer sends the mode back with the upload: it must have the
+	 * special bits the sandbox has */
+	rc = writer ? node_attr_bits(fs, &h, &a) : node_attr(fs, &h, &a);
 	if (!rc && a.type == OSB_DIR)
 		rc = -EISDIR;
 	if (!rc && a.type == OSB_OTHER)
@@ -288,80 +290,98 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 }
 
+/*
+ * A new empty file @name in @parent (or, without O_EXCL in @flags, the
+ * existing one, cut to nothing), open for writing in the cache and
+ * journaled: what create(2) and mknod(2) of a regular file make. @h is
+ * held when it returns, whatever it returns (held_put() takes a failed
+ * one too); on success *ret_cf is open for writing.
+ */
+static int create_here(struct osbfs *fs, fuse_ino_t parent, const char *name,
+		       mode_t mode, int flags, struct held *h,
+		       struct cfile **ret_cf, uint64_t *ret_version)
+{
+	struct fattr a;
+	h->n = NULL;
+	h->path = NULL;
+	int rc = name_check(name);
+	if (!rc && parent == NODE_ROOT_INO &&
+	    strcmp(name, fs->opt->control_dir) == 0)
+		rc = -EEXIST;
+	if (!rc)
+		rc = held_child(fs, parent, name, h);
+	if (rc)
+		return rc;
+	int arc = node_attr(fs, h, &a);
+	/* cut to nothing, it keeps its mode, special bits too */
+	if (arc == 0 && a.type == OSB_FILE)
+		arc = node_attr_bits(fs, h, &a);
+	bool existed = arc == 0;
+	struct cfile *cf = NULL;
+	if (arc && arc != -ENOENT)
+		return arc;
+	if (existed && (flags & O_EXCL))
+		return -EEXIST;
+	if (existed && a.type == OSB_DIR)
+		return -EISDIR;
+	pthread_mutex_lock(&fs->nodes.lock);
+	/* a missing name known without asking: a negative entry (a stat, or
+	 * a removal from here, just now) */
+	long long absent = !existed && node_negative(h->n, mono_ms()) ?
+				   h->n->neg_expiry :
+				   0;
+	cf = cache_created(fs->cache, h->n, existed ? &a : NULL, mode, absent);
+	if (cf) {
+		struct cache_attr la;
+		cache_local_attr(fs->cache, cf, &la);
+		memset(&h->n->attr, 0, sizeof(h->n->attr));
+		h->n->attr.type = OSB_FILE;
+		h->n->attr.mode = la.mode;
+		h->n->attr.mtime = la.mtime;
+		node_ctime_set(h->n, &(struct timespec){ 0, 0 });
+		h->n->attr_valid = true;
+		h->n->attr_expiry = mono_ms() + fs->opt->attr_timeout_ms;
+		h->n->neg_expiry = 0;
+		if (h->n->parent)
+			dir_changed(fs, h->n->parent, h->n);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!cf)
+		return -ENOMEM;
+	rc = cache_open(fs->cache, cf, true);
+	if (rc)
+		return rc;
+	rc = cache_truncate(fs->cache, cf, 0, false, ret_version);
+	int drc = cache_dirty(fs->cache, cf, h->path);
+	if (!rc)
+		rc = drc;
+	/* a copy an earlier save left here is replaced by this file */
+	if (!rc && !existed)
+		cache_left_replace(fs->cache, h->path, cf);
+	if (rc) {
+		cache_close(fs->cache, cf, true);
+		return rc;
+	}
+	*ret_cf = cf;
+	return 0;
+}
+
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
 	struct osbfs *fs = req_fs(req);
-	struct held h;
-	struct fattr a;
+	struct held h = { NULL, NULL };
+	struct cfile *cf = NULL;
 
 	atomic_store(&fs->last_activity, mono_ms());
 	if (ctl_is_ino(parent)) {
 		ctl_create(req, parent, name, mode, fi);
 		return;
 	}
-	int rc = name_check(name);
-	if (!rc && parent == NODE_ROOT_INO &&
-	    strcmp(name, fs->opt->control_dir) == 0)
-		rc = -EEXIST;
-	if (!rc)
-		rc = held_child(fs, parent, name, &h);
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	int arc = node_attr(fs, &h, &a);
-	bool existed = arc == 0;
 	struct fh *f = calloc(1, sizeof(*f));
-	struct cfile *cf = NULL;
-	if (arc && arc != -ENOENT)
-		rc = arc;
-	else if (existed && (fi->flags & O_EXCL))
-		rc = -EEXIST;
-	else if (existed && a.type == OSB_DIR)
-		rc = -EISDIR;
-	else if (!f)
-		rc = -ENOMEM;
-	if (!rc) {
-		pthread_mutex_lock(&fs->nodes.lock);
-		/* a missing name known without asking: a negative entry
-		 * (a stat, or a removal from here, just now) */
-		long long absent = !existed && node_negative(h.n, mono_ms()) ?
-					   h.n->neg_expiry :
-					   0;
-		cf = cache_created(fs->cache, h.n, existed ? &a : NULL, mode,
-				   absent);
-		if (cf) {
-			struct cache_attr la;
-			cache_local_attr(fs->cache, cf, &la);
-			memset(&h.n->attr, 0, sizeof(h.n->attr));
-			h.n->attr.type = OSB_FILE;
-			h.n->attr.mode = la.mode;
-			h.n->attr.mtime = la.mtime;
-			node_ctime_set(h.n, &(struct timespec){ 0, 0 });
-			h.n->attr_valid = true;
-			h.n->attr_expiry = mono_ms() + fs->opt->attr_timeout_ms;
-			h.n->neg_expiry = 0;
-			if (h.n->parent)
-				dir_changed(fs, h.n->parent, h.n);
-		}
-		pthread_mutex_unlock(&fs->nodes.lock);
-		if (!cf)
-			rc = -ENOMEM;
-	}
-	if (!rc)
-		rc = cache_open(fs->cache, cf, true);
-	if (!rc) {
-		rc = cache_truncate(fs->cache, cf, 0, false, &f->version);
-		int drc = cache_dirty(fs->cache, cf, h.path);
-		if (!rc)
-			rc = drc;
-		/* a copy an earlier save left here is replaced by this file */
-		if (!rc && !existed)
-			cache_left_replace(fs->cache, h.path, cf);
-		if (rc)
-			cache_close(fs->cache, cf, true);
-	}
+	int rc = f ? create_here(fs, parent, name, mode, fi->flags, &h, &cf,
+				 &f->version) :
+		     -ENOMEM;
 	if (rc) {
 		free(f);
 		fuse_reply_err(req, -rc);
@@ -394,6 +414,61 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		held_put(fs, &back);
 		free(f);
 	}
+}
+
+/* What mknod(2) cannot make here, for the log. */
+static const char *mknod_kind(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFIFO:
+		return "a fifo";
+	case S_IFSOCK:
+		return "a socket";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFBLK:
+		return "a block device";
+	default:
+		return "a file of an unknown type";
+	}
+}
+
+/*
+ * mknod(2): a regular file is made as create() makes one (GNU tar's
+ * --xattrs extraction makes every file with mknodat first), then closed:
+ * new, empty, journaled and uploaded with the write-back. Fifos, sockets
+ * and devices are refused: the sandbox's API cannot make them, and one
+ * made by a command would connect nothing across the two machines.
+ */
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	struct osbfs *fs = req_fs(req);
+	struct held h = { NULL, NULL };
+	struct cfile *cf = NULL;
+	uint64_t version;
+	(void)rdev;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(parent) || !S_ISREG(mode)) {
+		if (!ctl_is_ino(parent))
+			log_warn("mknod %s: cannot make %s in the sandbox, "
+				 "only regular files (EPERM)",
+				 name, mknod_kind(mode));
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	int rc = create_here(fs, parent, name, mode & 07777,
+			     O_CREAT | O_EXCL | O_WRONLY, &h, &cf, &version);
+	if (!rc) {
+		cache_close(fs->cache, cf, true);
+		if (cache_upload_due(fs->cache, cf))
+			wb_schedule(fs, cf, fs->opt->writeback_delay_ms);
+		reply_node_entry(req, fs, h.n);
+	} else {
+		fuse_reply_err(req, -rc);
+	}
+	held_put(fs, &h);
 }
 
 /*
@@ -641,6 +716,7 @@ void op_file_register(struct fuse_lowlevel_ops *ops)
 {
 	ops->open = op_open;
 	ops->create = op_create;
+	ops->mknod = op_mknod;
 	ops->read = op_read;
 	ops->write = op_write;
 	ops->flush = op_flush;

@@ -377,6 +377,7 @@ static int parse_stat_line(const char *line, struct fattr *a)
 		a->type = OSB_OTHER;
 	}
 	a->mode = rawmode & 07777;
+	a->mode_full = true;
 	a->size = size;
 	ts_parse(mtime, &a->mtime);
 	ts_parse(ctime, &a->ctime);
@@ -561,6 +562,96 @@ int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret)
 	osb_stat_release(&st);
 	/* a rename left a copy there meanwhile */
 	return left_at(fs, path) ? -ENOENT : 0;
+}
+
+int remote_stat_full(struct osbfs *fs, const char *path, struct fattr *ret)
+{
+	int rc = path_check(path);
+	if (rc)
+		return rc;
+	if (left_at(fs, path))
+		return -ENOENT;
+	return shell_stat(fs, path, ret);
+}
+
+/*
+ * The entries with special bits below the directory we are in, down to
+ * %d levels: one line each, the raw mode and the path below it in hex
+ * (any byte survives). Only files and directories: the rest show none.
+ * find's own status is not the answer (an entry gone during the walk
+ * makes it 1): what it printed is.
+ */
+static const char specials_fmt[] =
+	"command -v find >/dev/null || exit 127\n"
+	"cd -- %s || exit 1\n"
+	"find . -mindepth 1 -maxdepth %d \\( -type f -o -type d \\) "
+	"\\( -perm -4000 -o -perm -2000 -o -perm -1000 \\) "
+	"-exec sh -c 'for f do "
+	"m=$(stat -c %%f -- \"$f\") || continue; printf \"%%s \" \"$m\"; "
+	"printf %%s \"${f#./}\" | od -An -v -tx1 | tr -d \" \\n\"; echo; "
+	"done' sh {} + 2>/dev/null\n"
+	"exit 0\n";
+
+int remote_specials_parse(char *out, struct rdent **ret, size_t *ret_n)
+{
+	size_t cap = 0, n = 0;
+	struct rdent *d = NULL;
+	for (char *line = out, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		unsigned rawmode;
+		char *sp = strchr(line, ' ');
+		if (!sp || sscanf(line, "%x", &rawmode) != 1 || !sp[1])
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			struct rdent *g = realloc(d, cap * sizeof(*d));
+			if (!g) {
+				rdent_array_free(d, n);
+				return -ENOMEM;
+			}
+			d = g;
+		}
+		memset(&d[n], 0, sizeof(d[n]));
+		d[n].name = hex_decode_dup(sp + 1, strlen(sp + 1));
+		if (!d[n].name)
+			continue;
+		d[n].name_len = strlen(d[n].name);
+		d[n].attr.mode = rawmode & 07777;
+		d[n].attr.mode_full = true;
+		n++;
+	}
+	*ret = d;
+	*ret_n = n;
+	return 0;
+}
+
+int remote_specials(struct osbfs *fs, const char *dir, int depth,
+		    struct rdent **ret, size_t *ret_n)
+{
+	char *out = NULL, *errout = NULL, *script = NULL;
+	int code = 0;
+	int rc = path_check(dir);
+	if (rc)
+		return rc;
+	char *q = osb_shell_quote(dir);
+	if (!q || asprintf(&script, specials_fmt, q, depth) < 0) {
+		free(q);
+		return -ENOMEM;
+	}
+	free(q);
+	rc = remote_shell(fs, script, SHELL_IDEMPOTENT, &out, &errout, &code);
+	free(script);
+	free(errout);
+	if (!rc && code == 127)
+		rc = -ENOTSUP;
+	else if (!rc && code)
+		rc = -ENOENT; /* the directory is gone */
+	if (!rc)
+		rc = remote_specials_parse(out, ret, ret_n);
+	free(out);
+	return rc;
 }
 
 static const char *base_name(const char *path)
@@ -1158,8 +1249,8 @@ static void touch_lines(FILE *m, const struct rtimes *t, const char *q)
 	if (t->do_chmod)
 		fprintf(m, "chmod %o -- %s || f=1\n",
 			(unsigned)(t->chmod & 07777), q);
-	/* the ctime all that left (remote.h) */
-	fprintf(m, "stat -c %%.9Z -- %s 2>/dev/null || echo -\n", q);
+	/* the ctime and mode all that left (remote.h) */
+	fprintf(m, "stat -c '%%.9Z %%f' -- %s 2>/dev/null || echo -\n", q);
 }
 
 /*
@@ -1198,8 +1289,9 @@ static void times_python(FILE *m, const struct rtimes *t, size_t n)
 	      "        os.utime(p, ns=(a, m), follow_symlinks=not nf)\n"
 	      "        if c >= 0:\n"
 	      "            os.chmod(p, c)\n"
-	      "        print('%d.%09d' % divmod(os.lstat(p).st_ctime_ns, "
-	      "10**9))\n"
+	      "        st = os.lstat(p)\n"
+	      "        s, ns = divmod(st.st_ctime_ns, 10**9)\n"
+	      "        print('%d.%09d %x' % (s, ns, st.st_mode))\n"
 	      "    except FileNotFoundError:\n"
 	      "        print('-')\n"
 	      "    except OSError as e:\n"
@@ -1212,25 +1304,35 @@ static void times_python(FILE *m, const struct rtimes *t, size_t n)
 	      m);
 }
 
-/* The ctimes remote_times()'s command printed in @out, one line per
- * path, into each ret_ctime; all not known ({0, 0}) if @out is NULL or
- * not of that form. */
+/* The ctimes and modes remote_times()'s command printed in @out, one
+ * line per path ("<ctime> <hex mode>"), into each ret_ctime and
+ * ret_mode; all not known ({0, 0}, 0) if @out is NULL or not of that
+ * form. */
 static void times_ctimes(const struct rtimes *t, size_t n, char *out)
 {
 	size_t lines = 0;
 	for (const char *p = out; p && *p; p++)
 		lines += *p == '\n';
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		if (t[i].ret_ctime)
 			*t[i].ret_ctime = (struct timespec){ 0, 0 };
+		if (t[i].ret_mode)
+			*t[i].ret_mode = 0;
+	}
 	if (lines != n)
 		return;
 	char *line = out;
 	for (size_t i = 0; i < n; i++) {
 		char *end = strchr(line, '\n');
 		*end = '\0';
-		if (t[i].ret_ctime && *line >= '0' && *line <= '9')
-			ts_parse(line, t[i].ret_ctime);
+		char ct[48];
+		unsigned mode;
+		if (t[i].ret_ctime && sscanf(line, "%47s %x", ct, &mode) == 2 &&
+		    *ct >= '0' && *ct <= '9') {
+			ts_parse(ct, t[i].ret_ctime);
+			if (t[i].ret_mode)
+				*t[i].ret_mode = (mode_t)mode;
+		}
 		line = end + 1;
 	}
 }

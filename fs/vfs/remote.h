@@ -33,6 +33,20 @@ void fattr_from_stat(struct fattr *a, const struct osb_stat *st);
 const char *path_below(const char *dir, const char *path);
 
 int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret);
+/* The same by a command: slower, but the mode has the special bits
+ * (mode_full), which the file API never reports. */
+int remote_stat_full(struct osbfs *fs, const char *path, struct fattr *ret);
+/*
+ * remote_specials() - the files and directories below @dir, down to
+ * @depth levels, that have setuid, setgid or sticky set: one command.
+ * Each rdent's name is its path below @dir, its attr.mode the bits.
+ * -ENOTSUP: the sandbox has no find; -ENOENT: @dir is gone.
+ */
+int remote_specials(struct osbfs *fs, const char *dir, int depth,
+		    struct rdent **ret, size_t *ret_n);
+/* Its command's output @out (changed in place), read: lines of a hex
+ * mode and a hex path; any other line is skipped. For the tests. */
+int remote_specials_parse(char *out, struct rdent **ret, size_t *ret_n);
 int remote_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 		size_t *ret_n);
 /*
@@ -108,9 +122,12 @@ struct rtimes {
 	/* if not NULL: the ctime the path has after all that (as a stat or
 	 * listing would say it), {0, 0} when not known */
 	struct timespec *ret_ctime;
+	/* if not NULL (and ret_ctime is not): the mode it has then, type
+	 * and all twelve bits (special.h), 0 when not known */
+	mode_t *ret_mode;
 };
 /* Sets times (and modes) of many paths with one command, which also says
- * the ctime each is left with (ret_ctime). */
+ * the ctime and mode each is left with (ret_ctime, ret_mode). */
 int remote_times(struct osbfs *fs, const struct rtimes *t, size_t n);
 
 /*

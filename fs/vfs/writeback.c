@@ -36,6 +36,7 @@
 #include "journal.h"
 #include "log.h"
 #include "remote.h"
+#include "special.h"
 #include "writeback.h"
 
 #define WB_THREADS 2
@@ -108,6 +109,7 @@ struct item {
 	long long absent_until; /* cfile's, for known_absent() */
 	struct timespec ctime;  /* the sandbox's copy's after its times were
 				   set, {0, 0} if not known (remote_times) */
+	mode_t seen_mode;       /* and its mode then, 0 if not known */
 };
 
 /* Someone waits for its bytes only (fsync), and they are not there. */
@@ -626,6 +628,20 @@ static void mark_sent(struct osbfs *fs, struct item *items, size_t n)
 	}
 }
 
+/* A file or directory of a batch landed (the nodes lock held): its
+ * special bits are the ones it was given, or those the times command saw
+ * after, and the directory it is in has a new ctime, of our doing
+ * (special.h). */
+static void ours_landed(struct osbfs *fs, struct node *n, const struct item *it)
+{
+	special_set(n, it->m.mode);
+	special_changed(fs, n, &it->ctime);
+	if (it->seen_mode)
+		special_seen(n, it->seen_mode, &it->ctime);
+	if (n->parent)
+		special_touched(fs, n->parent);
+}
+
 /* The end of a batch: @rc is how its files went, @drc its directories. */
 static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		   size_t n, int files_rc, int drc, bool times_ok)
@@ -694,6 +710,7 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			if (cf->node) {
 				cf->node->change_gen = ++fs->nodes.change_seq;
 				cf->node->attr.mode = it->m.mode & 07777;
+				ours_landed(fs, cf->node, it);
 			}
 			continue;
 		}
@@ -711,6 +728,8 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 			cf->node->attr.mode = it->m.mode & 07777;
 			node_ctime_set(cf->node, &it->ctime);
 		}
+		if (cf->node)
+			ours_landed(fs, cf->node, it);
 	}
 	pthread_cond_broadcast(&c->changed);
 	pthread_mutex_unlock(&c->lock);
@@ -841,9 +860,13 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 				.mtime = it->m.mtime,
 				.atime = it->m.atime,
 				.chmod = it->m.mode,
+				/* an upload chowns, which clears setuid
+				 * and setgid: they go again each time */
 				.do_chmod = it->m.chmod_needed ||
-					    (it->m.mode & 0777) == 0,
+					    (it->m.mode & 0777) == 0 ||
+					    (it->m.mode & 07000),
 				.ret_ctime = &it->ctime,
+				.ret_mode = &it->seen_mode,
 			};
 			if (!it->m.times_set)
 				times[nt].atime.tv_nsec = UTIME_OMIT;
@@ -897,6 +920,8 @@ struct pending_dir {
 	struct node *n;
 	char *path;
 	struct timespec mtime, atime;
+	struct timespec ctime; /* and what the command saw after */
+	mode_t mode;
 };
 
 struct pending_scan {
@@ -921,8 +946,10 @@ static void scan_pending(struct node *n, void *arg)
 	char *path = node_path(&ps->fs->nodes, n);
 	if (!path)
 		return;
-	ps->d[ps->n] = (struct pending_dir){ n, path, n->pending_mtime,
-					     n->pending_atime };
+	ps->d[ps->n] = (struct pending_dir){ .n = n,
+					     .path = path,
+					     .mtime = n->pending_mtime,
+					     .atime = n->pending_atime };
 	node_ref(n);
 	ps->n++;
 }
@@ -963,7 +990,9 @@ static int apply_dir_times_locked(struct osbfs *fs)
 	for (size_t i = 0; t && i < ps.n; i++)
 		t[i] = (struct rtimes){ .path = ps.d[i].path,
 					.mtime = ps.d[i].mtime,
-					.atime = ps.d[i].atime };
+					.atime = ps.d[i].atime,
+					.ret_ctime = &ps.d[i].ctime,
+					.ret_mode = &ps.d[i].mode };
 	if (!rc)
 		rc = remote_times(fs, t, ps.n);
 	pthread_mutex_lock(&fs->nodes.lock);
@@ -976,6 +1005,9 @@ static int apply_dir_times_locked(struct osbfs *fs)
 			fs->pending_dir_times--;
 			n->attr.mtime = ps.d[i].mtime;
 			n->change_gen = ++fs->nodes.change_seq;
+			special_changed(fs, n, &ps.d[i].ctime);
+			if (ps.d[i].mode)
+				special_seen(n, ps.d[i].mode, &ps.d[i].ctime);
 		}
 		node_unref(&fs->nodes, n);
 	}
@@ -1000,6 +1032,8 @@ int wb_lefts_remove(struct osbfs *fs, const char *below, long long now)
 	int rc = cache_sync(fs->cache);
 	if (!rc)
 		rc = remote_unlink_many(fs, t.path, t.n);
+	for (size_t i = 0; !rc && i < t.n; i++)
+		special_touched_dir_of(fs, t.path[i]);
 	if (rc)
 		log_error("could not remove %zu cop%s left in the sandbox by "
 			  "saves, first %s: %s; retried",
