@@ -335,7 +335,17 @@ class LocalServer:
         return http_request(url, method, path, body, hdrs, timeout=timeout, raw=raw)
 
     def read_file(self, sid, path):
-        st, _, b = self.execd(sid, "GET", "/files/download", {"path": path}, raw=True)
+        """The file's bytes. A file rewritten while it is read (an upload
+        truncates it, then writes) can end short of the length its answer
+        gave: it is read again."""
+        for tries in range(5):
+            try:
+                st, _, b = self.execd(sid, "GET", "/files/download", {"path": path}, raw=True)
+                break
+            except http.client.IncompleteRead:
+                if tries == 4:
+                    raise
+                time.sleep(0.05)
         assert st == 200, (st, b)
         return b
 
