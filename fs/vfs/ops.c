@@ -559,7 +559,6 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct osbfs *fs = req_fs(req);
 	struct held h;
-	(void)fi;
 
 	atomic_store(&fs->last_activity, mono_ms());
 	if (ctl_is_ino(ino)) {
@@ -569,8 +568,15 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	int rc = held_inode(fs, ino, &h);
 	if (!rc)
 		rc = node_attr_bits(fs, &h, NULL);
+	/* asked by a name: the name is gone (ENOENT); through an open file
+	 * (fstat, or the kernel before a read past the size it knows)
+	 * whose name the sandbox lost: the open file is out of date, as its
+	 * reads say (ESTALE) */
+	int e = rc == -ESTALE ? ENOENT : -rc;
+	if (fi && (rc == -ENOENT || rc == -ESTALE))
+		e = ESTALE;
 	if (rc)
-		fuse_reply_err(req, rc == -ESTALE ? ENOENT : -rc);
+		fuse_reply_err(req, e);
 	else
 		reply_attr_of(req, fs, h.n);
 	held_put(fs, &h);

@@ -547,7 +547,10 @@ static int read_fetch(struct osbfs *fs, struct fh *f, int64_t off, int64_t want)
 	pthread_mutex_lock(&fs->nodes.lock);
 	h.path = node_path(&fs->nodes, f->n);
 	pthread_mutex_unlock(&fs->nodes.lock);
-	int rc = h.path ? file_fetch(fs, &h, f->cf, off, want) : -ENOENT;
+	/* no path: the name went (the sandbox lost it, as a read-ahead's
+	 * check may have just found): what is not here is nowhere, and the
+	 * open file is what is out of date */
+	int rc = h.path ? file_fetch(fs, &h, f->cf, off, want) : -ESTALE;
 	/* the first fetch of a handle opened with bytes of the file here
 	 * asks the sandbox now: a new open never shows a mix of the bytes
 	 * it found and those it fetched */
