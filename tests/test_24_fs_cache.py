@@ -10,6 +10,7 @@ import os
 import shlex
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -465,6 +466,46 @@ def test_new_open_never_mixes_bytes_cached_with_bytes_fetched(server, make_mount
     assert len(set(got)) == 1, "read %s" % sorted(set(got))
     assert err is None or err.errno == errno.ESTALE, err
     read_all_b(m)
+
+
+def test_a_read_ahead_overtaken_by_a_rewrite_leaves_no_mix_for_the_next_open(server,
+                                                                             make_mount):
+    # the reader has gone; its read-ahead's download, slowed, is answered
+    # after the sandbox rewrote the file, and checked against attributes
+    # cached before: the cache holds bytes of two versions until asked
+    m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h"])
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("big"), b"A" * BIG)
+    server.set_faults(rate=1, kinds=["delay"], delay_ms=500, path="files/download")
+    try:
+        with open(m.p("big"), "rb") as f:
+            assert f.read(MIB) == b"A" * MIB
+        server.rewrite_keeping_size_and_mtime(sid, m.spath("big"), "B")
+    finally:
+        server.clear_faults()
+    time.sleep(1.5)  # the read-ahead's delayed download ends
+    with open(m.p("big"), "rb", buffering=0) as f:
+        got, err = read_on(f)
+    assert err is None, err
+    assert got == b"B" * BIG, "read %s" % sorted(set(got))
+
+
+def test_a_file_read_in_several_downloads_is_asked_once_before_it_is_opened_again(
+        server, make_mount):
+    m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h"])
+    sid = m.sandbox_id
+    data = os.urandom(BIG)
+    server.write_file(sid, m.spath("big"), data)
+    with open(m.p("big"), "rb") as f:
+        assert f.read() == data
+    assert count(server, sid, "GET /files/download") > 1
+    for asked in (1, 0):  # its version said, nothing is asked again
+        server.reset_stats()
+        with open(m.p("big"), "rb") as f:
+            assert f.read() == data
+        st = server.stats().get("sandboxes", {}).get(sid, {})
+        assert sum(st.values()) == asked, st
+        assert count(server, sid, "GET /files/download") == 0
 
 
 def test_invalidate_shows_a_rewrite_keeping_size_and_mtime(server, make_mount):

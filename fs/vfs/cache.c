@@ -423,6 +423,7 @@ void cache_drop_content(struct cache *c, struct cfile *cf)
 {
 	cf->complete = false;
 	cf->next = 0;
+	cf->mixed_at = 0;
 	c->total_bytes -= cf->cached_bytes;
 	cf->cached_bytes = 0;
 	cf->size = 0;

@@ -97,10 +97,35 @@ int cache_pending(struct cache *c, size_t max, struct pending *ret);
 
 /* ---- content ---- */
 
-/* The sandbox has @a for a clean file: content cached for another
- * version is dropped, unless a handle has it open. */
+/*
+ * Confirming a version. A file's clean bytes may come from several
+ * downloads, each checked against the attributes as cached then, which
+ * may be older than the download: a file rewritten in between (its size
+ * and mtime kept) would leave bytes of two versions under one validator.
+ * So a file whose bytes come from more than one download is "mixed"
+ * until the sandbox's attributes, asked after the last of them, say its
+ * version. Marks order downloads, opens and askings: an asking of
+ * attributes takes cache_mark() just before it is sent.
+ */
+/* The current mark. */
+uint64_t cache_mark(struct cache *c);
+/* A new mark, later than every mark taken so far. */
+uint64_t cache_mark_new(struct cache *c);
+/* The sandbox has @a for clean @cf, asked at @mark: if that is the
+ * version cached, it is confirmed as of @mark. */
+void cache_confirm(struct cache *c, struct cfile *cf, const struct fattr *a,
+		   uint64_t mark);
+/* Whether attributes asked at or after @mark said @cf's version. */
+bool cache_confirmed(struct cache *c, struct cfile *cf, uint64_t mark);
+/* Whether clean @cf is mixed and not confirmed since, and @a (NULL: any
+ * attributes) are of the version it holds: then the sandbox is to be
+ * asked before its bytes are shown to a new open. */
+bool cache_mixed(struct cache *c, struct cfile *cf, const struct fattr *a);
+/* The sandbox has @a for a clean file, asked at @mark: content cached
+ * for another version is dropped, unless a handle has it open; the
+ * version cached is confirmed. */
 void cache_check_version(struct cache *c, struct cfile *cf,
-			 const struct fattr *a);
+			 const struct fattr *a, uint64_t mark);
 
 /* What cache_prepare() tells an open. */
 struct cache_prep {

@@ -63,12 +63,62 @@ void cache_local_attr(struct cache *c, struct cfile *cf, struct cache_attr *ret)
 	pthread_mutex_unlock(&c->lock);
 }
 
-void cache_check_version(struct cache *c, struct cfile *cf,
-			 const struct fattr *a)
+uint64_t cache_mark(struct cache *c)
 {
 	pthread_mutex_lock(&c->lock);
-	if (cf->m.base == BASE_KNOWN && !fmeta_base_take(&cf->m, a) &&
-	    !cf->opens)
+	uint64_t mark = c->epoch;
+	pthread_mutex_unlock(&c->lock);
+	return mark;
+}
+
+uint64_t cache_mark_new(struct cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t mark = ++c->epoch;
+	pthread_mutex_unlock(&c->lock);
+	return mark;
+}
+
+/* c->lock held: whether @a is the version clean @cf holds. */
+static bool confirm(struct cfile *cf, const struct fattr *a, uint64_t mark)
+{
+	bool same = cf->m.base == BASE_KNOWN && fmeta_base_take(&cf->m, a);
+	if (same && mark > cf->confirmed_at)
+		cf->confirmed_at = mark;
+	return same;
+}
+
+void cache_confirm(struct cache *c, struct cfile *cf, const struct fattr *a,
+		   uint64_t mark)
+{
+	pthread_mutex_lock(&c->lock);
+	if (!cf->dirty)
+		confirm(cf, a, mark);
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool cache_confirmed(struct cache *c, struct cfile *cf, uint64_t mark)
+{
+	pthread_mutex_lock(&c->lock);
+	bool done = cf->confirmed_at >= mark;
+	pthread_mutex_unlock(&c->lock);
+	return done;
+}
+
+bool cache_mixed(struct cache *c, struct cfile *cf, const struct fattr *a)
+{
+	pthread_mutex_lock(&c->lock);
+	bool mixed = !cf->dirty && cf->mixed_at > cf->confirmed_at &&
+		     (!a || fmeta_base_is(&cf->m, a));
+	pthread_mutex_unlock(&c->lock);
+	return mixed;
+}
+
+void cache_check_version(struct cache *c, struct cfile *cf,
+			 const struct fattr *a, uint64_t mark)
+{
+	pthread_mutex_lock(&c->lock);
+	if (cf->m.base == BASE_KNOWN && !confirm(cf, a, mark) && !cf->opens)
 		cache_drop_content(c, cf);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -387,8 +437,13 @@ int cache_fill(struct cache *c, struct cfile *cf, int64_t off, int64_t len,
 		bool changed = rc == -ESTALE || rc == -ENOENT ||
 			       (!rc && s.got < ge - gs);
 		pthread_mutex_lock(&c->lock);
-		if (s.got && !changed && cf->version == version)
+		if (s.got && !changed && cf->version == version) {
+			/* joins bytes of other downloads: a mix until
+			 * confirmed */
+			if (cf->cached_bytes)
+				cf->mixed_at = ++c->epoch;
 			cache_add_range(c, cf, gs, gs + s.got);
+		}
 		pthread_mutex_unlock(&c->lock);
 		if (changed)
 			rc = CACHE_CHANGED;

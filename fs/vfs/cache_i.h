@@ -104,6 +104,11 @@ struct cfile {
 				  only the one it opened (ops_file.c) */
 	uint64_t open_version; /* the version when the open handles began:
 				  older handles may be open if it differs */
+	uint64_t mixed_at;     /* the mark (cache_mark) of the last download
+				  added to clean bytes of others, 0 if none
+				  since the content last went */
+	uint64_t confirmed_at; /* the latest mark at which the sandbox's
+				  attributes, asked then, said its version */
 
 	/* dirty state */
 	bool dirty;
@@ -148,6 +153,8 @@ struct cache {
 	int64_t journal_reserved; /* allocated up to here (journal.c) */
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* uploads done, dirty state changed */
+	uint64_t epoch; /* marks (cache_mark): the order of downloads,
+			   opens and the askings of attributes */
 	int64_t max_size;
 	int64_t total_bytes;       /* bytes cached, all files */
 	struct cfile *dirty_first; /* oldest first */

@@ -44,7 +44,8 @@ struct level {
 
 struct walk {
 	struct osbfs *fs;
-	uint64_t seq; /* the node table's change_seq when asked */
+	uint64_t seq;  /* the node table's change_seq when asked */
+	uint64_t mark; /* the cache's mark when asked (cache_mark) */
 	long long asked, now;
 	int depth;        /* levels the answer covers */
 	const char *last; /* a cut answer's last entry, else NULL */
@@ -140,6 +141,8 @@ static int take_attr(struct walk *w, struct node *c, const struct fattr *a)
 	if (!special_take(c, &m, w->seq))
 		rc = special_ask_add(&w->fs->nodes, &w->ask, c, &m);
 	node_set_attr(c, &m, w->now + w->fs->opt->attr_timeout_ms);
+	if (c->cf && m.type == OSB_FILE)
+		cache_confirm(w->fs->cache, c->cf, &m, w->mark);
 	return rc;
 }
 
@@ -243,6 +246,7 @@ static int fetch(struct osbfs *fs, struct held *h, int depth)
 	bool ours = fs->opt->dir_timeout_ms > 0 && d->list_ours && d->cf &&
 		    cache_only_local(fs->cache, d->cf);
 	pthread_mutex_unlock(&fs->nodes.lock);
+	w.mark = cache_mark(fs->cache);
 
 	int rc =
 		ours ? 0 :

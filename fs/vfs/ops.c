@@ -375,6 +375,7 @@ static int attr_get(struct osbfs *fs, struct held *h, struct fattr *ret,
 	uint64_t asked = fs->nodes.change_seq;
 	pthread_mutex_unlock(&fs->nodes.lock);
 
+	uint64_t mark = cache_mark(fs->cache);
 	int rc = attr_fetch(fs, h, bits, asked, &a);
 	bool fetched = rc == 0;
 
@@ -400,7 +401,7 @@ static int attr_get(struct osbfs *fs, struct held *h, struct fattr *ret,
 	}
 	/* the sandbox's version may not be the one cached: it goes */
 	if (h->n->cf && fetched && !raced && !node_has_local(fs, h->n))
-		cache_check_version(fs->cache, h->n->cf, &a);
+		cache_check_version(fs->cache, h->n->cf, &a, mark);
 	bool root = fetched && h->n == fs->nodes.root;
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (root)

@@ -46,8 +46,10 @@ struct fh {
 	bool append;
 	uint64_t version;      /* of cf's content when opened */
 	struct cache_window w; /* read-ahead (under the cache's lock) */
-	atomic_bool joined;    /* opened with bytes of the file here: its
-				  first fetch is checked afresh */
+	uint64_t joined_at;    /* opened with bytes of the file here: the
+				  open's mark (cache_mark_new), else 0; what
+				  it fetches is checked by attributes asked
+				  after it */
 };
 
 /* Says that @h changed in the sandbox while open, and has the kernel
@@ -116,31 +118,66 @@ static struct cfile *prepare(struct osbfs *fs, struct held *h,
 	return cf;
 }
 
+/* Has the next node_attr() of @h ask the sandbox. */
+static void attr_expire(struct osbfs *fs, struct held *h)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	h->n->attr_expiry = 0;
+	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
 /*
  * After a fetch for a handle of content @version: whether the file is
- * still the version the cache holds. The attributes are asked of the
- * sandbox at most once per attr_timeout (node_attr answers from the
- * attribute cache while it is fresh), or now if @fresh: a same-size
- * replacement shows only here, since a ranged answer states the size
- * alone. Asked after the fetch, so a change made before it, or during it,
- * is seen.
+ * still the version @cf holds: 0 if so (or @cf is dirty: local changes
+ * win), 1 if not, or -errno. The attributes are asked of the sandbox at
+ * most once per attr_timeout (node_attr answers from the attribute cache
+ * while it is fresh), or, with @since, asked at or after that mark
+ * (cache_mark): a same-size replacement shows only in them, since a
+ * ranged answer states the size alone. Asked after the fetch, so a change
+ * made before it, or during it, is seen.
  */
-static int read_revalidate(struct osbfs *fs, struct held *h, struct cfile *cf,
-			   uint64_t version, bool fresh)
+static int version_check(struct osbfs *fs, struct held *h, struct cfile *cf,
+			 uint64_t version, uint64_t since)
 {
-	struct fattr a;
-	if (fresh) {
-		pthread_mutex_lock(&fs->nodes.lock);
-		h->n->attr_expiry = 0; /* asked after the fetch */
-		pthread_mutex_unlock(&fs->nodes.lock);
+	for (int tries = 0;; tries++) {
+		if (since)
+			attr_expire(fs, h);
+		struct fattr a;
+		int rc = node_attr(fs, h, &a);
+		if (rc && rc != -ENOENT)
+			return rc;
+		bool same = !rc && a.type == OSB_FILE ?
+				    cache_is_version(fs->cache, cf, version,
+						     &a) :
+				    cache_is_dirty(fs->cache, cf);
+		if (!same)
+			return 1;
+		/* an answer asked before @since (another thread's, which
+		 * filled the attribute cache meanwhile), or one a change of
+		 * ours raced, confirms nothing: asked again, twice at most */
+		if (!since || tries == 2 || cache_is_dirty(fs->cache, cf) ||
+		    cache_confirmed(fs->cache, cf, since))
+			return 0;
 	}
-	int rc = node_attr(fs, h, &a);
-	if (rc && rc != -ENOENT)
-		return rc;
-	bool same = !rc && a.type == OSB_FILE ?
-			    cache_is_version(fs->cache, cf, version, &a) :
-			    cache_is_dirty(fs->cache, cf);
-	return same ? 0 : file_went_stale(fs, h, cf, version);
+}
+
+/* version_check(), telling of a change it finds: 0 or -errno. */
+static int read_revalidate(struct osbfs *fs, struct held *h, struct cfile *cf,
+			   uint64_t version, uint64_t since)
+{
+	int rc = version_check(fs, h, cf, version, since);
+	return rc == 1 ? file_went_stale(fs, h, cf, version) : rc;
+}
+
+/* The mark a fetch for a handle opened at @joined_at (fh.joined_at) is
+ * to be checked since: none once attributes asked after the open said
+ * the version (a change after that is one made while it is open). */
+static uint64_t check_since(struct osbfs *fs, struct cfile *cf,
+			    uint64_t joined_at)
+{
+	return joined_at && !cache_confirmed(fs->cache, cf, joined_at) ?
+		       joined_at :
+		       0;
 }
 
 /*
@@ -172,7 +209,8 @@ int file_make_complete(struct osbfs *fs, struct held *h, struct cfile *cf)
 		if (!rc && !cache_whole(fs->cache, cf, NULL, NULL))
 			rc = file_went_stale(fs, h, cf, version);
 		if (!rc && joined)
-			rc = read_revalidate(fs, h, cf, version, true);
+			rc = read_revalidate(fs, h, cf, version,
+					     cache_mark_new(fs->cache));
 		if (rc != -ESTALE || tries)
 			return rc;
 		struct fattr a;
@@ -213,6 +251,34 @@ void file_keep_for_readers(struct osbfs *fs, struct held *h)
 	cache_unref(fs->cache, cf);
 }
 
+/*
+ * @h's attributes for an open, into @a (with the special bits for a
+ * @writer). When the bytes here come from more than one download and no
+ * answer asked since said their version (cache_mixed), the sandbox is
+ * asked now: an open never finds bytes of two versions. 0 or -errno.
+ */
+static int open_attr(struct osbfs *fs, struct held *h, bool writer,
+		     struct fattr *a)
+{
+	for (int tries = 0;; tries++) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		bool mixed = h->n->cf && cache_mixed(fs->cache, h->n->cf, NULL);
+		if (mixed)
+			h->n->attr_expiry = 0;
+		pthread_mutex_unlock(&fs->nodes.lock);
+		int rc = writer ? node_attr_bits(fs, h, a) : node_attr(fs, h, a);
+		if (rc || !mixed || tries == 2)
+			return rc;
+		/* an answer asked before the last download (another
+		 * thread's) confirms nothing: asked again, twice at most */
+		pthread_mutex_lock(&fs->nodes.lock);
+		mixed = h->n->cf && cache_mixed(fs->cache, h->n->cf, a);
+		pthread_mutex_unlock(&fs->nodes.lock);
+		if (!mixed)
+			return 0;
+	}
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct osbfs *fs = req_fs(req);
@@ -235,9 +301,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct cfile *cf = NULL;
 	struct fh *f = NULL;
 
+	/* before the attributes: an answer asked for this open says the
+	 * version for its fetches too (fh.joined_at) */
+	uint64_t opened_at = cache_mark_new(fs->cache);
 	/* a writer sends the mode back with the upload: it must have the
 	 * special bits the sandbox has */
-	rc = writer ? node_attr_bits(fs, &h, &a) : node_attr(fs, &h, &a);
+	rc = open_attr(fs, &h, writer, &a);
 	if (!rc && a.type == OSB_DIR)
 		rc = -EISDIR;
 	if (!rc && a.type == OSB_OTHER)
@@ -276,7 +345,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	f->writer = writer;
 	f->append = fi->flags & O_APPEND;
 	f->w.window = CACHE_WINDOW_MIN;
-	atomic_init(&f->joined, cache_has_clean(fs->cache, cf));
+	f->joined_at = cache_has_clean(fs->cache, cf) ? opened_at : 0;
 	free(h.path);
 	fi->fh = (uint64_t)(uintptr_t)f;
 	fi->keep_cache = p.keep && !writer;
@@ -489,7 +558,7 @@ struct ahead {
 	struct cfile *cf;
 	uint64_t version;
 	int64_t off, len;
-	bool fresh; /* the handle's first fetch (fh.joined) */
+	uint64_t joined_at; /* the handle's (fh.joined_at) */
 };
 
 static int fetch_ahead(void *arg, int64_t off, int64_t len, int64_t size,
@@ -497,18 +566,10 @@ static int fetch_ahead(void *arg, int64_t off, int64_t len, int64_t size,
 {
 	struct ahead *a = arg;
 	int rc = remote_fetch(a->fs, a->h.path, off, len, size, sink, sink_arg);
-	struct fattr at;
-	if (!rc && a->fresh) {
-		pthread_mutex_lock(&a->fs->nodes.lock);
-		a->h.n->attr_expiry = 0; /* asked after the fetch */
-		pthread_mutex_unlock(&a->fs->nodes.lock);
-	}
 	if (!rc)
-		rc = node_attr(a->fs, &a->h, &at);
-	if (!rc && (at.type != OSB_FILE ||
-		    !cache_is_version(a->fs->cache, a->cf, a->version, &at)))
-		rc = -ESTALE;
-	return rc;
+		rc = version_check(a->fs, &a->h, a->cf, a->version,
+				   check_since(a->fs, a->cf, a->joined_at));
+	return rc == 1 ? -ESTALE : rc;
 }
 
 static void ahead_claim(struct osbfs *fs, fuse_ino_t ino, struct fh *f,
@@ -524,7 +585,7 @@ static void ahead_claim(struct osbfs *fs, fuse_ino_t ino, struct fh *f,
 	a->fs = fs;
 	a->cf = f->cf;
 	a->version = f->version;
-	a->fresh = atomic_exchange(&f->joined, false);
+	a->joined_at = f->joined_at;
 	cache_ref(fs->cache, a->cf);
 }
 
@@ -551,12 +612,13 @@ static int read_fetch(struct osbfs *fs, struct fh *f, int64_t off, int64_t want)
 	 * check may have just found): what is not here is nowhere, and the
 	 * open file is what is out of date */
 	int rc = h.path ? file_fetch(fs, &h, f->cf, off, want) : -ESTALE;
-	/* the first fetch of a handle opened with bytes of the file here
-	 * asks the sandbox now: a new open never shows a mix of the bytes
-	 * it found and those it fetched */
+	/* a handle opened with bytes of the file here asks the sandbox
+	 * after its fetches until the sandbox's answer, asked after the
+	 * open, says the version: a new open never shows a mix of the
+	 * bytes it found and those it fetched */
 	if (!rc)
 		rc = read_revalidate(fs, &h, f->cf, f->version,
-				     atomic_exchange(&f->joined, false));
+				     check_since(fs, f->cf, f->joined_at));
 	free(h.path);
 	return rc;
 }
