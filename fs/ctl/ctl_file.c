@@ -14,8 +14,9 @@
  * is past the command). Closing without writing starts nothing.
  *
  * A writer's temporary file (ctl_scratch.c) is made by create in .osb/
- * or a job's directory and read and written like a file; renamed over a
- * control file, it is written to it by ctl_apply().
+ * or a job's directory, under a temporary name of one of its files, and
+ * read and written like a file; renamed over a control file, it is
+ * written to it by ctl_apply().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -122,9 +123,11 @@ void ctl_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 * else can be made here (mkdir jobs/NAME makes jobs) */
 	int rc = scratch_create(c, parent, name, &n.serial);
 	if (rc == -ENOSPC)
-		log_error(".osb: %d temporary files are waiting to be renamed "
-			  "over a control file already; remove some",
-			  SCRATCH_MAX);
+		log_error("%s: %d temporary files wait to be renamed over a "
+			  "control file already: info's \"scratch\" lists "
+			  "them; remove them (rm) or rename them over their "
+			  "files",
+			  c->fs->opt->control_dir, SCRATCH_MAX);
 	struct ctl_fh *fh = rc ? NULL : calloc(1, sizeof(*fh));
 	if (!rc && !fh) {
 		scratch_unlink(c, parent, name);

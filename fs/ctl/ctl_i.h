@@ -160,7 +160,9 @@ bool scratch_exists(struct ctl *c, uint64_t serial);
 /* The scratch file @name in the control dir @parent: 0 or -ENOENT. */
 int scratch_find(struct ctl *c, fuse_ino_t parent, const char *name,
 		 uint64_t *ret_serial);
-/* In .osb/ or a job's directory (elsewhere -EACCES); -EEXIST, -ENOSPC
+/* In .osb/, a job's or a code context's directory, named as a temporary
+ * file of one of its control files (elsewhere or else -EACCES, logged
+ * with the names that are control files); -EEXIST, -ENOSPC
  * (SCRATCH_MAX of them), -ENAMETOOLONG, -ENOMEM. */
 int scratch_create(struct ctl *c, fuse_ino_t parent, const char *name,
 		   uint64_t *ret_serial);
@@ -180,6 +182,9 @@ int scratch_take(struct ctl *c, fuse_ino_t parent, const char *name,
  * unless @noreplace: -EEXIST). */
 int scratch_rename(struct ctl *c, fuse_ino_t parent, const char *name,
 		   fuse_ino_t newparent, const char *newname, bool noreplace);
+/* A JSON array of the scratch files' paths under the control dir (for
+ * info). */
+int scratch_list_json(struct ctl *c, struct text *out);
 /* Every scratch file in @parent goes (its job was removed). */
 void scratch_drop_dir(struct ctl *c, fuse_ino_t parent);
 

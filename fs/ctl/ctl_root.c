@@ -134,6 +134,9 @@ int ctl_info_json(struct ctl *c, struct text *out)
 		  text_printf(out, ",\"jobs\":{\"running\":%zu,\"total\":%zu}",
 			      running, total);
 	rc = rc ? rc : setup_info_json(c->setup, out);
+	/* the temporary files waiting for a rename (ctl_scratch.c) */
+	rc = rc ? rc : text_adds(out, ",\"scratch\":");
+	rc = rc ? rc : scratch_list_json(c, out);
 	rc = rc ? rc : text_adds(out, ",\"last_error\":");
 	rc = rc ? rc : text_json_str(out, last && last[0] ? last : NULL);
 	rc = rc ? rc : text_adds(out, ",\"last_error_at\":");
