@@ -78,6 +78,20 @@ static int open_check(struct ctl *c, const struct ctl_node *n, bool rd, bool wr)
 	return 0;
 }
 
+void ctl_log_cmd_taken(struct ctl *c, struct job *job)
+{
+	struct text st = { 0 };
+	if (job_status_text(c->jobs, job, &st) == 0 && st.len &&
+	    st.s[st.len - 1] == '\n')
+		st.s[--st.len] = '\0';
+	log_error("jobs/%s/cmd: the job has a command already (status: %s); "
+		  "a job runs one command: name a new job, or forget this "
+		  "one first (echo forget > %s/jobs/%s/ctl)",
+		  job_id(job), st.s ? st.s : "?", c->fs->opt->control_dir,
+		  job_id(job));
+	text_release(&st);
+}
+
 void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ctl *c = ctl_of(req);
@@ -89,6 +103,8 @@ void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	int err = open_check(c, &n, acc != O_WRONLY, acc != O_RDONLY);
+	if (err == EACCES && n.kind == K_JCMD && acc != O_RDONLY)
+		ctl_log_cmd_taken(c, n.job); /* a name used again */
 	struct ctl_fh *fh = err ? NULL : calloc(1, sizeof(*fh));
 	if (!err && !fh)
 		err = ENOMEM;
@@ -193,9 +209,7 @@ static int start_pending(struct ctl *c, struct ctl_fh *fh)
 	} else {
 		rc = job_start(c->jobs, fh->node.job, fh->in.s, fh->in.len);
 		if (rc == -EACCES)
-			log_error("cmd of job %s: the job has a command "
-				  "already",
-				  job_id(fh->node.job));
+			ctl_log_cmd_taken(c, fh->node.job);
 	}
 	fh->start_rc = rc;
 	text_release(&fh->in);

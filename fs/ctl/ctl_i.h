@@ -188,7 +188,18 @@ int scratch_list_json(struct ctl *c, struct text *out);
 /* Every scratch file in @parent goes (its job was removed). */
 void scratch_drop_dir(struct ctl *c, fuse_ino_t parent);
 
+/* ---- ctl_dir.c ---- */
+
+/* Forgets the job @id that has ended: its records in the sandbox (one
+ * request) and its directory here, with the temporary files in it.
+ * -EBUSY while it runs (logged, prefixed with @what), -ENOENT, -EIO. */
+int ctl_job_forget(struct ctl *c, const char *id, const char *what);
+
 /* ---- ctl_file.c ---- */
+
+/* Logs why @job's cmd takes no command: it has one (its name is used
+ * again). */
+void ctl_log_cmd_taken(struct ctl *c, struct job *job);
 
 /* Frees the handles still open (at the end, after the FUSE session). */
 void ctl_fh_free_all(struct ctl *c);
