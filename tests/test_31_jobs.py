@@ -12,7 +12,7 @@ import time
 
 from jobhelp import (expect_errno, info, job_file, kill_quietly, last_error, osb, read, read_bytes,
                      start, start_named, status, wait, wait_all, write)
-from osbtest import wait_until
+from osbtest import execd_routes, wait_until
 
 ID_RE = re.compile(r"\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{6}")
 JOB_FILES = {"cmd", "status", "exit_code", "stdout", "stderr", "ctl", "info"}  # and wait, unlisted
@@ -230,7 +230,7 @@ def test_bad_job_ctl_writes_are_einval(mount):
     jid = start(mount, "sleep 60")
     try:
         for bad in ("explode", "signal", "signal FOO", "signal 0", "signal 99", "kill now",
-                    "signal TERM INT", "\n", b"\x00kill"):
+                    "signal TERM INT", "forget now", "\n", b"\x00kill"):
             expect_errno(errno.EINVAL, write, osb(mount, "jobs", jid, "ctl"), bad)
         assert status(mount, jid) == "running"
         assert "ctl" in last_error(mount)
@@ -322,6 +322,23 @@ def test_cmd_of_a_started_job_is_read_only(mount):
     assert job_file(mount, "once", "stdout") == "once\n"
 
 
+def test_a_name_used_again_says_why_and_how_to_free_it(mount):
+    start_named(mount, "reused", "true")
+    assert wait(mount, "reused") == "exited 0"
+    os.makedirs(osb(mount, "jobs", "reused"), exist_ok=True)  # mkdir -p: no error
+    expect_errno(errno.EACCES, write, osb(mount, "jobs", "reused", "cmd"), "echo again")
+    msg = ("jobs/reused/cmd: the job has a command already (status: exited 0); a job runs "
+           "one command: name a new job, or forget this one first "
+           "(echo forget > .osb/jobs/reused/ctl)")
+    assert last_error(mount) == msg
+    assert read(osb(mount, "log")).splitlines()[-1].endswith(msg)
+    # as it says
+    write(osb(mount, "jobs", "reused", "ctl"), "forget")
+    start_named(mount, "reused", "echo again")
+    assert wait(mount, "reused") == "exited 0"
+    assert job_file(mount, "reused", "stdout") == "again\n"
+
+
 def test_wait_on_a_named_job_blocks_until_it_runs_and_ends(mount):
     os.mkdir(osb(mount, "jobs", "later"))
     out = {}
@@ -355,6 +372,36 @@ def test_rmdir_of_a_running_job_is_ebusy(mount):
         kill_quietly(mount, jid)
     wait(mount, jid)
     os.rmdir(osb(mount, "jobs", jid))
+
+
+def test_forget_in_ctl_removes_a_finished_job_and_its_record_in_one_request(mount, server):
+    jid = start(mount, "echo bye")
+    wait(mount, jid)
+    server.reset_stats()
+    write(osb(mount, "jobs", jid, "ctl"), "forget\n")
+    assert execd_routes(server, mount.sandbox_id) == {"DELETE /directories": 1}
+    assert jid not in os.listdir(osb(mount, "jobs"))
+    assert server.stat(mount.sandbox_id, "/tmp/.osbfs/jobs/" + jid) is None
+    expect_errno(errno.ENOENT, os.stat, osb(mount, "jobs", jid))
+    # a named job that never ran goes too
+    os.mkdir(osb(mount, "jobs", "never"))
+    write(osb(mount, "jobs", "never", "ctl"), "forget")
+    expect_errno(errno.ENOENT, os.stat, osb(mount, "jobs", "never"))
+
+
+def test_forget_of_a_running_job_is_ebusy_and_says_to_kill_it_first(mount):
+    jid = start(mount, "sleep 60")
+    try:
+        expect_errno(errno.EBUSY, write, osb(mount, "jobs", jid, "ctl"), "forget")
+        assert last_error(mount) == (
+            "jobs/%s/ctl: forget: the job is running: kill it first "
+            "(echo kill > .osb/jobs/%s/ctl), then forget it" % (jid, jid))
+        assert status(mount, jid) == "running"
+    finally:
+        kill_quietly(mount, jid)
+    wait(mount, jid)
+    write(osb(mount, "jobs", jid, "ctl"), "forget")
+    assert jid not in os.listdir(osb(mount, "jobs"))
 
 
 def test_rmdir_of_a_named_job_without_command(mount):

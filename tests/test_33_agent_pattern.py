@@ -52,6 +52,38 @@ def test_agent_pattern_with_open_write_read_only(mount):
     assert sys_read(mount.p("model.txt")) == b"trained\n"
 
 
+def tool_write(path, data):
+    """An agent's write-file tool: it makes the parent directories, then
+    writes a temporary file next to the target and renames it over."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    sys_write(tmp, data)
+    os.replace(tmp, path)
+
+
+def test_agent_session_with_file_writes_only_parents_made_by_the_write(mount):
+    # as .osb/README says: a write that makes its parents makes the job
+    text = " ".join(sys_read(osb(mount, "README")).decode().split())
+    assert "A write to jobs/NAME/cmd that makes its parent directories makes the job" in text
+    tool_write(mount.p("train.py"), TRAIN)
+    tool_write(osb(mount, "jobs", "train", "cmd"), b"python3 train.py\n")
+    assert sys_read(osb(mount, "jobs", "train", "wait")) == b"exited 0\n"
+    assert sys_read(mount.p("model.txt")) == b"trained\n"
+    # a misspelled file is refused, and the log names the real ones
+    expect_errno(errno.EACCES, tool_write, osb(mount, "jobs", "train", "cmnd"), b"true\n")
+    assert "create .osb/jobs/train/cmnd.tmp.%d: no such control file" % os.getpid() in \
+        last_error(mount)
+    # the name is taken: reusing it says so, and how to free it
+    expect_errno(errno.EACCES, tool_write, osb(mount, "jobs", "train", "cmd"), b"true\n")
+    assert "echo forget > .osb/jobs/train/ctl" in last_error(mount)
+    tool_write(osb(mount, "jobs", "train", "ctl"), b"forget\n")
+    expect_errno(errno.ENOENT, os.stat, osb(mount, "jobs", "train"))
+    tool_write(osb(mount, "jobs", "train", "cmd"), b"echo again\n")
+    assert sys_read(osb(mount, "jobs", "train", "wait")) == b"exited 0\n"
+    assert sys_read(osb(mount, "jobs", "train", "stdout")) == b"again\n"
+    assert info(mount)["scratch"] == []
+
+
 def test_agent_reads_the_readme_first(mount):
     text = sys_read(osb(mount, "README")).decode()
     for word in ("run", "jobs/", "wait", "stdout", "kill", "ctl", "egress", "info"):

@@ -195,20 +195,78 @@ def test_a_temporary_file_is_a_file_until_it_is_renamed(mount):
     expect_errno(errno.ENOENT, os.stat, osb(mount, "run.ready"))
 
 
-def test_temporary_files_are_bounded(mount):
+def test_temporary_files_are_bounded_and_listed_in_info(mount):
     made = []
     try:
         for i in range(64):
-            p = osb(mount, "t%d" % i)
+            p = osb(mount, "run.t%d" % i)
             os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             made.append(p)
-        expect_errno(errno.ENOSPC, os.open, osb(mount, "t64"), os.O_WRONLY | os.O_CREAT, 0o600)
-        assert "temporary files" in last_error(mount)
+        assert sorted(info(mount)["scratch"]) == sorted("run.t%d" % i for i in range(64))
+        expect_errno(errno.ENOSPC, os.open, osb(mount, "run.t64"), os.O_WRONLY | os.O_CREAT,
+                     0o600)
+        assert last_error(mount) == (
+            ".osb: 64 temporary files wait to be renamed over a control file already: "
+            "info's \"scratch\" lists them; remove them (rm) or rename them over their files")
     finally:
         for p in made:
             os.unlink(p)
-    os.close(os.open(osb(mount, "t64"), os.O_WRONLY | os.O_CREAT, 0o600))
-    os.unlink(osb(mount, "t64"))
+    assert info(mount)["scratch"] == []
+    os.close(os.open(osb(mount, "run.t64"), os.O_WRONLY | os.O_CREAT, 0o600))
+    os.unlink(osb(mount, "run.t64"))
+
+
+def test_info_lists_each_temporary_file_until_it_is_renamed(mount):
+    os.mkdir(osb(mount, "jobs", "later"))
+    for p in (osb(mount, "run.tmp"), osb(mount, "jobs", "later", ".cmd.swp")):
+        with open(p, "w") as f:
+            f.write("true\n")
+    assert sorted(info(mount)["scratch"]) == ["jobs/later/.cmd.swp", "run.tmp"]
+    # not listed in the directory: a tree walker never comes across it
+    assert "run.tmp" not in os.listdir(osb(mount))
+    os.rename(osb(mount, "jobs", "later", ".cmd.swp"), osb(mount, "jobs", "later", "cmd"))
+    assert info(mount)["scratch"] == ["run.tmp"]
+    os.unlink(osb(mount, "run.tmp"))
+    assert info(mount)["scratch"] == []
+
+
+# the names a temporary file may have: [. # .#]FILE[. ~ - _ # + ...], or tmp*
+TEMP_NAMES = ["run.tmp", "run~", ".run.swp", ".#run", "#run#", "run.tmp.123.456",
+              ".ctl.Xy12Ab", "egress-new", "run_1", "run+", "tmpab12_cd", ".tmp.x",
+              "info.new", "README.bak"]
+
+
+def create(path):
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+
+
+def test_a_temporary_file_needs_a_temporary_name_of_a_control_file(mount):
+    for name in TEMP_NAMES:
+        os.close(os.open(osb(mount, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(osb(mount, name))
+    os.mkdir(osb(mount, "jobs", "j"))
+    for name in ("cmd.tmp", ".ctl.swp", "cmd~", "tmp123"):
+        os.close(os.open(osb(mount, "jobs", "j", name), os.O_WRONLY | os.O_CREAT, 0o600))
+        os.unlink(osb(mount, "jobs", "j", name))
+    # a misspelled control file is refused, not kept out of sight
+    for parts, files in ((("runs",), "README info ctl egress log run"),
+                         (("newfile",), "README info ctl egress log run"),
+                         (("jobs", "j", "cmnd"), "cmd status exit_code stdout stderr wait ctl info"),
+                         (("jobs", "j", "run.tmp"), "cmd status exit_code stdout stderr wait ctl info")):
+        expect_errno(errno.EACCES, create, osb(mount, *parts))
+        msg = ("create .osb/%s: no such control file (the files here are: %s); a new file "
+               "here may only be a temporary one to rename over one of them, named like "
+               "FILE.tmp, FILE~, .FILE.swp, .#FILE or tmp*" % ("/".join(parts), files))
+        assert last_error(mount) == msg
+        assert read(osb(mount, "log")).splitlines()[-1].endswith(msg)
+        expect_errno(errno.ENOENT, os.stat, osb(mount, *parts))
+    # nor can a temporary file be renamed to such a name
+    with open(osb(mount, "run.tmp"), "w") as f:
+        f.write("true")
+    expect_errno(errno.EACCES, os.rename, osb(mount, "run.tmp"), osb(mount, "runs"))
+    assert "rename to .osb/runs: no such control file" in last_error(mount)
+    os.unlink(osb(mount, "run.tmp"))
+    assert info(mount)["scratch"] == []
 
 
 def test_a_removed_jobs_temporary_files_go_with_it(mount):

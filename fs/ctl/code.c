@@ -89,6 +89,12 @@ uint64_t code_ctx_serial(const struct code_ctx *cx)
 	return cx->serial;
 }
 
+void code_ctx_path(const struct code_ctx *cx, char *buf, size_t size)
+{
+	snprintf(buf, size, "code/%s%s%s", code_langs[cx->lang],
+		 cx->name[0] ? "/" : "", cx->name);
+}
+
 bool code_ctx_is_lang(const struct code_ctx *cx)
 {
 	return !cx->name[0];

@@ -53,6 +53,9 @@ unsigned code_langs_offered(struct code *cd);
 
 struct code_ctx *code_by_serial(struct code *cd, uint64_t serial);
 uint64_t code_ctx_serial(const struct code_ctx *cx);
+/* "code/LANG" or "code/LANG/NAME": @cx's directory under the control
+ * dir. */
+void code_ctx_path(const struct code_ctx *cx, char *buf, size_t size);
 /* code/LANG/ itself, or a context made by mkdir code/LANG/NAME. */
 bool code_ctx_is_lang(const struct code_ctx *cx);
 /* The context of code/LANG/ for any context of LANG. */

@@ -8,7 +8,8 @@
  *
  * Errors: EPERM for a change of names the tree does not allow (mkdir
  * outside jobs/ and code/LANG/, rmdir of a fixed entry); EACCES for
- * writing a read-only file or creating one.
+ * writing a read-only file, or creating one that is not a writer's
+ * temporary file (ctl_scratch.c).
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,9 +1,9 @@
 /*
  * ctl_dir.c - the control tree's directories: listings (a snapshot made
  * at opendir, jobs oldest first; code/ the languages the sandbox
- * offers), mkdir/rmdir in jobs/ (named jobs; forgetting a job), and
- * in code/LANG/ (another context; removing it). Other directories refuse
- * changes with EPERM.
+ * offers), mkdir/rmdir in jobs/ (named jobs; forgetting a job, as
+ * `forget` in its ctl does: ctl_job_forget), and in code/LANG/ (another
+ * context; removing it). Other directories refuse changes with EPERM.
  *
  * A job's `wait` is reachable by name but not listed (ctl_named's
  * unlisted), as the control dir itself is left out of the mount's root
@@ -282,6 +282,22 @@ void ctl_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	ctl_node_put(c, &p);
 }
 
+int ctl_job_forget(struct ctl *c, const char *id, const char *what)
+{
+	jobs_ensure_loaded(c->jobs);
+	struct job *j = jobs_find(c->jobs, id);
+	fuse_ino_t dir = j ? ctl_ino(K_JOB, j) : 0;
+	job_put(c->jobs, j);
+	int rc = jobs_remove(c->jobs, id);
+	if (rc == -EBUSY)
+		log_error("%s: the job is running: kill it first (echo kill > "
+			  "%s/jobs/%s/ctl), then forget it",
+			  what, c->fs->opt->control_dir, id);
+	if (!rc && dir)
+		scratch_drop_dir(c, dir);
+	return rc;
+}
+
 /* rmdir code/LANG/@name, @lang being code/LANG/'s context. */
 static void rmdir_context(fuse_req_t req, struct ctl *c, struct code_ctx *lang,
 			  const char *name)
@@ -314,21 +330,11 @@ void ctl_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = p.kind == K_JOB ? -ENOTDIR : -EPERM;
 	if (!rc && strcmp(name, "latest") == 0)
 		rc = -ENOTDIR;
-	fuse_ino_t dir = 0;
 	if (!rc) {
-		jobs_ensure_loaded(c->jobs);
-		struct job *j = jobs_find(c->jobs, name);
-		if (j)
-			dir = ctl_ino(K_JOB, j);
-		job_put(c->jobs, j);
-		rc = jobs_remove(c->jobs, name);
-		if (rc == -EBUSY)
-			log_error("rmdir jobs/%s: the job is running (write "
-				  "kill to its ctl first)",
-				  name);
+		char what[JOB_ID_MAX + 16];
+		snprintf(what, sizeof(what), "rmdir jobs/%s", name);
+		rc = ctl_job_forget(c, name, what);
 	}
-	if (!rc && dir)
-		scratch_drop_dir(c, dir);
 	fuse_reply_err(req, -rc);
 	ctl_node_put(c, &p);
 }
@@ -373,6 +379,8 @@ static int rename_scratch(struct ctl *c, fuse_ino_t parent, const char *name,
 		rc = -EISDIR;
 	else if (!(m & 0200))
 		rc = -EACCES;
+	if (rc == -EACCES && dst.kind == K_JCMD)
+		ctl_log_cmd_taken(c, dst.job);
 	struct text data = { 0 };
 	if (!rc)
 		rc = scratch_take(c, parent, name, &data);

@@ -14,8 +14,9 @@
  * is past the command). Closing without writing starts nothing.
  *
  * A writer's temporary file (ctl_scratch.c) is made by create in .osb/
- * or a job's directory and read and written like a file; renamed over a
- * control file, it is written to it by ctl_apply().
+ * or a job's directory, under a temporary name of one of its files, and
+ * read and written like a file; renamed over a control file, it is
+ * written to it by ctl_apply().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -77,6 +78,20 @@ static int open_check(struct ctl *c, const struct ctl_node *n, bool rd, bool wr)
 	return 0;
 }
 
+void ctl_log_cmd_taken(struct ctl *c, struct job *job)
+{
+	struct text st = { 0 };
+	if (job_status_text(c->jobs, job, &st) == 0 && st.len &&
+	    st.s[st.len - 1] == '\n')
+		st.s[--st.len] = '\0';
+	log_error("jobs/%s/cmd: the job has a command already (status: %s); "
+		  "a job runs one command: name a new job, or forget this "
+		  "one first (echo forget > %s/jobs/%s/ctl)",
+		  job_id(job), st.s ? st.s : "?", c->fs->opt->control_dir,
+		  job_id(job));
+	text_release(&st);
+}
+
 void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ctl *c = ctl_of(req);
@@ -88,6 +103,8 @@ void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	int err = open_check(c, &n, acc != O_WRONLY, acc != O_RDONLY);
+	if (err == EACCES && n.kind == K_JCMD && acc != O_RDONLY)
+		ctl_log_cmd_taken(c, n.job); /* a name used again */
 	struct ctl_fh *fh = err ? NULL : calloc(1, sizeof(*fh));
 	if (!err && !fh)
 		err = ENOMEM;
@@ -122,9 +139,11 @@ void ctl_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 * else can be made here (mkdir jobs/NAME makes jobs) */
 	int rc = scratch_create(c, parent, name, &n.serial);
 	if (rc == -ENOSPC)
-		log_error(".osb: %d temporary files are waiting to be renamed "
-			  "over a control file already; remove some",
-			  SCRATCH_MAX);
+		log_error("%s: %d temporary files wait to be renamed over a "
+			  "control file already: info's \"scratch\" lists "
+			  "them; remove them (rm) or rename them over their "
+			  "files",
+			  c->fs->opt->control_dir, SCRATCH_MAX);
 	struct ctl_fh *fh = rc ? NULL : calloc(1, sizeof(*fh));
 	if (!rc && !fh) {
 		scratch_unlink(c, parent, name);
@@ -190,9 +209,7 @@ static int start_pending(struct ctl *c, struct ctl_fh *fh)
 	} else {
 		rc = job_start(c->jobs, fh->node.job, fh->in.s, fh->in.len);
 		if (rc == -EACCES)
-			log_error("cmd of job %s: the job has a command "
-				  "already",
-				  job_id(fh->node.job));
+			ctl_log_cmd_taken(c, fh->node.job);
 	}
 	fh->start_rc = rc;
 	text_release(&fh->in);

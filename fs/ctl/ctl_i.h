@@ -160,7 +160,9 @@ bool scratch_exists(struct ctl *c, uint64_t serial);
 /* The scratch file @name in the control dir @parent: 0 or -ENOENT. */
 int scratch_find(struct ctl *c, fuse_ino_t parent, const char *name,
 		 uint64_t *ret_serial);
-/* In .osb/ or a job's directory (elsewhere -EACCES); -EEXIST, -ENOSPC
+/* In .osb/, a job's or a code context's directory, named as a temporary
+ * file of one of its control files (elsewhere or else -EACCES, logged
+ * with the names that are control files); -EEXIST, -ENOSPC
  * (SCRATCH_MAX of them), -ENAMETOOLONG, -ENOMEM. */
 int scratch_create(struct ctl *c, fuse_ino_t parent, const char *name,
 		   uint64_t *ret_serial);
@@ -180,10 +182,24 @@ int scratch_take(struct ctl *c, fuse_ino_t parent, const char *name,
  * unless @noreplace: -EEXIST). */
 int scratch_rename(struct ctl *c, fuse_ino_t parent, const char *name,
 		   fuse_ino_t newparent, const char *newname, bool noreplace);
+/* A JSON array of the scratch files' paths under the control dir (for
+ * info). */
+int scratch_list_json(struct ctl *c, struct text *out);
 /* Every scratch file in @parent goes (its job was removed). */
 void scratch_drop_dir(struct ctl *c, fuse_ino_t parent);
 
+/* ---- ctl_dir.c ---- */
+
+/* Forgets the job @id that has ended: its records in the sandbox (one
+ * request) and its directory here, with the temporary files in it.
+ * -EBUSY while it runs (logged, prefixed with @what), -ENOENT, -EIO. */
+int ctl_job_forget(struct ctl *c, const char *id, const char *what);
+
 /* ---- ctl_file.c ---- */
+
+/* Logs why @job's cmd takes no command: it has one (its name is used
+ * again). */
+void ctl_log_cmd_taken(struct ctl *c, struct job *job);
 
 /* Frees the handles still open (at the end, after the FUSE session). */
 void ctl_fh_free_all(struct ctl *c);

@@ -60,13 +60,14 @@ static int root_line(char *verb, const char *arg, const char *extra,
 	return 0;
 }
 
-/* One line of a job's ctl: kill, or signal NAME. */
+/* One line of a job's ctl: kill, signal NAME, or forget. */
 static int job_line(char *verb, const char *arg, const char *extra,
 		    const char *what, struct ctl_verb *v, char *msg,
 		    size_t msg_size)
 {
-	if (strcmp(verb, "kill") == 0 && !arg) {
-		v->kind = CTL_JOB_KILL;
+	if ((strcmp(verb, "kill") == 0 || strcmp(verb, "forget") == 0) &&
+	    !arg) {
+		v->kind = verb[0] == 'k' ? CTL_JOB_KILL : CTL_JOB_FORGET;
 		return 0;
 	}
 	if (strcmp(verb, "signal") == 0 && arg && !extra) {
@@ -78,8 +79,8 @@ static int job_line(char *verb, const char *arg, const char *extra,
 		return -EINVAL;
 	}
 	snprintf(msg, msg_size,
-		 "%s: unknown command \"%.100s\" (expected kill, or signal "
-		 "NAME)",
+		 "%s: unknown command \"%.100s\" (expected kill, signal "
+		 "NAME or forget)",
 		 what, verb);
 	return -EINVAL;
 }

@@ -26,6 +26,7 @@ enum ctl_verb_kind {
 	CTL_INVALIDATE,
 	CTL_JOB_KILL,   /* a job's ctl: TERM, then KILL */
 	CTL_JOB_SIGNAL, /* a job's ctl: sig */
+	CTL_JOB_FORGET, /* a job's ctl: remove the ended job */
 };
 
 struct ctl_verb {

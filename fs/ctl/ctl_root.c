@@ -17,6 +17,7 @@
 #include "holder.h"
 #include "life.h"
 #include "log.h"
+#include "notify.h"
 #include "setup.h"
 #include "ops.h"
 #include "remote.h"
@@ -134,6 +135,9 @@ int ctl_info_json(struct ctl *c, struct text *out)
 		  text_printf(out, ",\"jobs\":{\"running\":%zu,\"total\":%zu}",
 			      running, total);
 	rc = rc ? rc : setup_info_json(c->setup, out);
+	/* the temporary files waiting for a rename (ctl_scratch.c) */
+	rc = rc ? rc : text_adds(out, ",\"scratch\":");
+	rc = rc ? rc : scratch_list_json(c, out);
 	rc = rc ? rc : text_adds(out, ",\"last_error\":");
 	rc = rc ? rc : text_json_str(out, last && last[0] ? last : NULL);
 	rc = rc ? rc : text_adds(out, ",\"last_error_at\":");
@@ -207,6 +211,7 @@ static int run_verb(struct ctl *c, const struct ctl_verb *v)
 		break;
 	case CTL_JOB_KILL:
 	case CTL_JOB_SIGNAL:
+	case CTL_JOB_FORGET:
 		return -EINVAL; /* not a verb of this ctl */
 	}
 	if (rc)
@@ -232,6 +237,21 @@ int ctl_exec(struct ctl *c, const char *buf, size_t len)
 
 /* ---- a job's ctl ---- */
 
+/* forget, written to jobs/@id/ctl (@what). */
+static int job_forget(struct ctl *c, const char *id, const char *what)
+{
+	char w[JOB_ID_MAX + 24];
+	snprintf(w, sizeof(w), "%s: forget", what);
+	int rc = ctl_job_forget(c, id, w);
+	if (!rc) {
+		/* the kernel's name of the directory (an rmdir drops its
+		 * own; it holds jobs/, so this is not done there) */
+		notify_entry(c->fs, ctl_ino(K_JOBS, NULL), id);
+		notify_drain(c->fs);
+	}
+	return rc;
+}
+
 int ctl_job_exec(struct ctl *c, struct job *job, const char *buf, size_t len)
 {
 	char what[JOB_ID_MAX + 16];
@@ -246,6 +266,10 @@ int ctl_job_exec(struct ctl *c, struct job *job, const char *buf, size_t len)
 	for (size_t i = 0; !rc && i < vs.n; i++) {
 		const struct ctl_verb *v = &vs.v[i];
 		bool kill = v->kind == CTL_JOB_KILL;
+		if (v->kind == CTL_JOB_FORGET) {
+			rc = job_forget(c, id, what);
+			continue;
+		}
 		rc = job_signal(c->jobs, job, kill ? "TERM" : v->sig, kill);
 		if (rc == -ESRCH)
 			log_error("%s: %s: the job is not running", what,

@@ -14,10 +14,13 @@
  * scripts as they are, inside single quotes.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "jobs_i.h"
 
@@ -25,10 +28,13 @@
 #define STR(x) STR_(x)
 
 static const char wrapper[] =
-	"J='" JOBS_DIR "/%1$s' L='" LIVE_DIR "/%1$s'\n"
+	"J='" JOBS_DIR "/%1$s' L='" LIVE_DIR "/%1$s' T='claim/%2$s'\n"
 	/* the claim: a start sent again (its answer was lost) finds it
-	 * taken, or live/ID gone with the job's end, and runs nothing */
+	 * taken, or live/ID gone with the job's end, and runs nothing.
+	 * T, this start's own, tells its live/ID from that of a later job
+	 * of the same name (the job forgotten, the name used again) */
 	"mkdir \"$L/claim\" 2>/dev/null || exit 0\n"
+	": >\"$L/$T\"\n"
 	": >\"$J/stdout\" && : >\"$J/stderr\" || exit 1\n"
 	"ln -f \"$J/stdout\" \"$J/stderr\" \"$L/\" 2>/dev/null\n"
 	/* signallers wait for ready, made once we hold the FIFO open: a
@@ -78,13 +84,28 @@ static const char wrapper[] =
 							     a monitor's listing
 							     sees the end at
 							     once */
-							  ": >\"$L/exit.$rc\"\n"
-							  "rm -rf -- \"$L\"\n";
+							  "if [ -e \"$L/$T\" "
+							  "]; then\n"
+							  "  : "
+							  ">\"$L/exit.$rc\"\n"
+							  "  [ -e \"$L/$T\" ] "
+							  "&& rm -rf -- "
+							  "\"$L\"\n"
+							  "fi\n";
 
 char *job_wrapper_script(const char *id)
 {
+	static atomic_uint n;
+	struct timespec now;
+	char token[80];
 	char *s = NULL;
-	if (asprintf(&s, wrapper, id) < 0)
+	/* this start's own: unique for the name (one osbfs at a time
+	 * starts a name, and not twice in the same nanosecond) */
+	clock_gettime(CLOCK_REALTIME, &now);
+	snprintf(token, sizeof(token), "%llx.%lx.%x.%x",
+		 (unsigned long long)now.tv_sec, (unsigned long)now.tv_nsec,
+		 (unsigned)getpid(), atomic_fetch_add(&n, 1));
+	if (asprintf(&s, wrapper, id, token) < 0)
 		return NULL;
 	return s;
 }

@@ -106,6 +106,19 @@ void notify_inode(struct osbfs *fs, fuse_ino_t ino)
 	pthread_mutex_unlock(&nt->lock);
 }
 
+void notify_entry(struct osbfs *fs, fuse_ino_t parent, const char *name)
+{
+	struct notifier *nt = fs->notifier;
+	if (!nt)
+		return;
+	pthread_mutex_lock(&nt->lock);
+	if (!push(nt, parent, 0, name)) {
+		nt->queued++;
+		pthread_cond_signal(&nt->cond);
+	}
+	pthread_mutex_unlock(&nt->lock);
+}
+
 static void *notifier_thread(void *arg)
 {
 	struct osbfs *fs = arg;
