@@ -153,8 +153,8 @@ struct cache {
 	int64_t journal_reserved; /* allocated up to here (journal.c) */
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* uploads done, dirty state changed */
-	uint64_t epoch; /* marks (cache_mark): the order of downloads,
-			   opens and the askings of attributes */
+	uint64_t epoch;         /* marks (cache_mark): the order of downloads,
+				   opens and the askings of attributes */
 	int64_t max_size;
 	int64_t total_bytes;       /* bytes cached, all files */
 	struct cfile *dirty_first; /* oldest first */

@@ -146,10 +146,10 @@ static int version_check(struct osbfs *fs, struct held *h, struct cfile *cf,
 		int rc = node_attr(fs, h, &a);
 		if (rc && rc != -ENOENT)
 			return rc;
-		bool same = !rc && a.type == OSB_FILE ?
-				    cache_is_version(fs->cache, cf, version,
-						     &a) :
-				    cache_is_dirty(fs->cache, cf);
+		bool same =
+			!rc && a.type == OSB_FILE ?
+				cache_is_version(fs->cache, cf, version, &a) :
+				cache_is_dirty(fs->cache, cf);
 		if (!same)
 			return 1;
 		/* an answer asked before @since (another thread's, which
@@ -266,7 +266,8 @@ static int open_attr(struct osbfs *fs, struct held *h, bool writer,
 		if (mixed)
 			h->n->attr_expiry = 0;
 		pthread_mutex_unlock(&fs->nodes.lock);
-		int rc = writer ? node_attr_bits(fs, h, a) : node_attr(fs, h, a);
+		int rc =
+			writer ? node_attr_bits(fs, h, a) : node_attr(fs, h, a);
 		if (rc || !mixed || tries == 2)
 			return rc;
 		/* an answer asked before the last download (another
