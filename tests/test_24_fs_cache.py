@@ -235,15 +235,20 @@ def read_on(f, upto=None, chunk=128 << 10):
 @contextlib.contextmanager
 def replaced_while_open(server, m, new):
     """Opens a 16 MiB file of b"A" through the mount, reads its first MiB,
-    replaces it in the sandbox with @new: yields the open file. (What a
-    sequential read fetches ahead by then is a few MiB: the rest is
-    fetched after the change.)"""
+    replaces it in the sandbox with @new: yields the open file. Downloads
+    are answered 300 ms late, so what the read-ahead fetches after the
+    first MiB is read after the change, however fast it runs (on a busy
+    machine it could have fetched the whole file before the change)."""
     sid = m.sandbox_id
     server.write_file(sid, m.spath("big"), b"A" * (16 * MIB))
-    with open(m.p("big"), "rb", buffering=0) as f:
-        assert f.read(MIB) == b"A" * MIB
-        server.write_file(sid, m.spath("big"), new)
-        yield f
+    server.set_faults(rate=1, kinds=["delay"], delay_ms=300, path="files/download")
+    try:
+        with open(m.p("big"), "rb", buffering=0) as f:
+            assert f.read(MIB) == b"A" * MIB
+            server.write_file(sid, m.spath("big"), new)
+            yield f
+    finally:
+        server.clear_faults()
 
 
 def replaced_while_read(server, m, new):
