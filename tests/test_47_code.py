@@ -83,7 +83,13 @@ def test_a_language_without_a_kernel_is_enoent_with_the_reason(mount):
     expect_errno(errno.ENOENT, os.stat, code(mount, "java"))
     assert "code/java" in last_error(mount)
     expect_errno(errno.ENOENT, os.stat, code(mount, "cobol"))
+    err = last_error(mount)
+    assert "code/cobol: not a language" in err and "python" in err, err
+    # the reason is said again each time the language is named, so that
+    # last_error is about it, not about whatever failed in between
     expect_errno(errno.ENOENT, os.stat, code(mount, "java", "input"))
+    err = last_error(mount)
+    assert "code/java" in err and "no such language" in err, err
 
 
 def test_nothing_run_yet_is_idle(mount):

@@ -92,6 +92,8 @@ struct code {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* on CLOCK_MONOTONIC */
 	enum lang_state lang[CODE_NLANG];
+	char refused[CODE_NLANG][1152]; /* why, for LANG_REFUSED: said again
+					  at each open, for last_error */
 	struct code_ctx *by_lang[CODE_NLANG];
 	struct code_ctx *cx[CODE_SLOTS];
 	size_t n;
