@@ -618,6 +618,13 @@ def test_egress_bad_input_is_einval(make_mount, server, make_sandbox):
                 '{"policy": {"egress": []}}', '{"defaultAction": "allow", "egress": [{"target": "x"}]}'):
         expect_errno(errno.EINVAL, write, osb(m, "egress"), bad)
     assert "egress" in last_error(m)
+    # a bad line is named, with what is wrong with it
+    for bad, why in (("permit example.com", "first word is not allow"),
+                     ("allow", "names no host"), ("deny a b", "one host a line"),
+                     ("default maybe", "default wants allow or deny")):
+        expect_errno(errno.EINVAL, write, osb(m, "egress"), bad + "\n")
+        err = last_error(m)
+        assert '"%s"' % bad in err and why in err, err
     # an unfinished JSON array fails when the file is closed
     expect_errno(errno.EINVAL, write, osb(m, "egress"), '[{"action":"allow",')
     assert sidecar_policy(server, sid)["egress"] == POLICY["egress"]

@@ -360,28 +360,55 @@ static bool is_action(const char *s)
 	return s && (strcmp(s, "allow") == 0 || strcmp(s, "deny") == 0);
 }
 
+/* What is wrong with egress line @verb @arg @extra, or NULL. */
+static const char *egress_line_fault(const char *verb, const char *arg,
+				     const char *extra)
+{
+	if (!verb)
+		return "it is empty";
+	bool known = is_action(verb) || strcmp(verb, "remove") == 0 ||
+		     strcmp(verb, "default") == 0;
+	if (!known)
+		return "its first word is not allow, deny, remove or default";
+	if (!arg)
+		return strcmp(verb, "default") == 0 ?
+			       "default wants allow or deny after it" :
+			       "it names no host";
+	if (extra)
+		return "one host a line: a second word follows the host";
+	if (strcmp(verb, "default") == 0 && !is_action(arg))
+		return "default wants allow or deny after it";
+	return NULL;
+}
+
 /* "allow HOST", "deny HOST", "remove HOST" or "default allow|deny". */
 static int egress_line(struct ctl *c, char *line)
 {
 	struct osb_error err;
 	char *save = NULL;
+	char *copy = strdup(line);
+	if (!copy)
+		return -ENOMEM;
 	char *verb = strtok_r(line, " \t", &save);
 	char *arg = strtok_r(NULL, " \t", &save);
 	char *extra = strtok_r(NULL, " \t", &save);
 	bool rule = is_action(verb);
 	bool remove = verb && strcmp(verb, "remove") == 0;
-	bool def = verb && strcmp(verb, "default") == 0;
 
 	osb_error_clear(&err);
-	if (!arg || extra || !(rule || remove || def) ||
-	    (def && !is_action(arg))) {
-		log_error("egress: write lines \"allow HOST\", \"deny HOST\", "
-			  "\"remove HOST\", \"default allow|deny\"; a JSON "
-			  "array of rules to merge "
+	const char *fault = egress_line_fault(verb, arg, extra);
+	if (fault) {
+		log_error("egress: the line \"%s\" is not applied: %s. Write "
+			  "lines \"allow HOST\", \"deny HOST\", \"remove "
+			  "HOST\", \"default allow|deny\"; a JSON array of "
+			  "rules to merge "
 			  "([{\"action\":\"allow\",\"target\":\"pypi.org\"}]); "
-			  "or a whole policy, as read here");
+			  "or a whole policy, as read here",
+			  copy, fault);
+		free(copy);
 		return -EINVAL;
 	}
+	free(copy);
 	int rc = atomic_load(&c->no_sidecar) ? -ENOENT : remote_enter(c->fs);
 	if (!rc && rule)
 		rc = osb_egress_rule(c->fs->sb, verb, arg, &err);
