@@ -98,6 +98,10 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	rc = rc ? rc : text_adds(out, ",\"server\":");
 	rc = rc ? rc :
 		  text_json_str(out, watch_away(fs) ? "away" : "reachable");
+	/* how long it has not answered (osbfs -u says so) */
+	rc = rc ? rc :
+		  text_printf(out, ",\"server_silent_s\":%lld",
+			      (watch_silent_ms(fs) + 999) / 1000);
 	rc = rc ? rc : text_adds(out, ",\"dir\":");
 	rc = rc ? rc : text_json_str(out, fs->root);
 	rc = rc ? rc : text_adds(out, ",\"mountpoint\":");
