@@ -103,7 +103,9 @@ def test_wrong_key(keyed):
     s, _ = keyed
     wrong = "wrong-" + uuid.uuid4().hex
     res = Osb(s, api_key=wrong).fails("list")
-    assert res.err == "osb: list: GET %s/v1/sandboxes: HTTP 401 INVALID_API_KEY: Invalid API key.\n" % s.url
+    assert res.err == ("osb: list: GET %s/v1/sandboxes: HTTP 401 INVALID_API_KEY: Invalid API key."
+                       " (the API key given was refused: check OPEN_SANDBOX_API_KEY, the"
+                       " api_key_file= option or osb's config)\n" % s.url)
     assert wrong not in res.err
 
 
@@ -111,6 +113,9 @@ def test_missing_key(keyed):
     s, _ = keyed
     res = Osb(s, api_key="").fails("list")
     assert "HTTP 401 MISSING_API_KEY" in res.err, res.describe()
+    # the fix is named: where a key comes from
+    assert "no API key was given" in res.err and "OPEN_SANDBOX_API_KEY" in res.err, res.describe()
+    assert "--api-key" in res.err and "connection.api_key" in res.err, res.describe()
 
 
 def test_wrong_key_from_a_file(keyed, workdir):
