@@ -74,10 +74,24 @@ def test_server_down_for_sandbox_commands(make_server, args):
     assert res.err.startswith("osb: sb1: GET http://127.0.0.1:%d/v1/sandboxes/sb1/endpoints/44772: " % s.port)
 
 
-def test_paused_sandbox_times_out(server, osb, sandbox):
-    # a paused sandbox's execd accepts connections and never answers
+def test_a_paused_sandbox_is_resumed_first(server, osb, sandbox):
+    # a paused sandbox's execd accepts connections and never answers: its
+    # state, asked beside the endpoint, has osb resume it, as a mount does
     server.request("POST", "/v1/sandboxes/%s/pause" % sandbox)
-    res = osb.fails("--request-timeout", "1", "ls", "/")
+    res = osb.run("--request-timeout", "5", "exec", "--", "echo", "hi")
+    assert res.rc == 0 and res.out == "hi\n", res.describe()
+    assert res.err == "osb: sandbox %s is paused: resuming it\n" % sandbox, res.describe()
+    assert res.seconds < 5, res.describe()
+    st, _, b = server.request("GET", "/v1/sandboxes/%s" % sandbox)
+    assert st == 200 and b["status"]["state"] == "Running", b
+
+
+def test_a_hanging_execd_times_out(server, osb, sandbox):
+    server.set_faults(path="/directories/list", kinds=["delay"], delay_ms=8000, rate=1.0)
+    try:
+        res = osb.fails("--request-timeout", "1", "ls", "/")
+    finally:
+        server.clear_faults()
     assert res.err.startswith("osb: ls: GET %s/directories/list [/]: " % server.execd_url(sandbox)), res.describe()
     assert "Operation timed out" in res.err and "(2 attempts)" in res.err, res.describe()
     # one retry, then a hang is a hang

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,46 @@ char *cli_slurp(const char *path, size_t *ret_len)
 	return s;
 }
 
+/* The sandbox's state, asked beside its endpoint. */
+struct state_ask {
+	struct osb_client *client;
+	const char *id;
+	struct osb_sandbox_info info;
+	int rc;
+};
+
+static void *ask_state(void *arg)
+{
+	struct state_ask *a = arg;
+	a->rc = osb_sandbox_get(a->client, a->id, &a->info, NULL);
+	return NULL;
+}
+
+/*
+ * A paused sandbox's execd takes connections and never answers: a call
+ * would wait out its timeout. So its state is asked with its endpoint,
+ * at once (no round trip more), and a paused sandbox is resumed first,
+ * as a mount does. 0, or what resuming it failed with.
+ */
+static int resume_if_paused(struct osb_cli *cli, struct state_ask *a)
+{
+	struct osb_error err;
+	bool paused =
+		!a->rc && a->info.state && strcmp(a->info.state, "Paused") == 0;
+	if (!a->rc)
+		osb_sandbox_info_release(&a->info);
+	if (!paused)
+		return 0;
+	fprintf(stderr, "osb: sandbox %s is paused: resuming it\n", a->id);
+	int rc = osb_sandbox_resume(cli->client, a->id, &err);
+	if (!rc)
+		rc = osb_sandbox_wait_running(cli->client, a->id, 120 * 1000,
+					      NULL, &err);
+	if (rc)
+		cli_fail(a->id, rc, &err);
+	return rc;
+}
+
 struct osb_sandbox *cli_sandbox(struct osb_cli *cli)
 {
 	struct osb_error err;
@@ -116,9 +157,23 @@ struct osb_sandbox *cli_sandbox(struct osb_cli *cli)
 		cli_usage("no sandbox: give -s ID or set OPEN_SANDBOX_ID");
 		return NULL;
 	}
+	struct state_ask a = { .client = cli->client, .id = cli->sandbox_id };
+	pthread_t t;
+	bool asking = pthread_create(&t, NULL, ask_state, &a) == 0;
 	int rc = osb_sandbox_open(cli->client, cli->sandbox_id, &cli->sb, &err);
+	if (asking)
+		pthread_join(t, NULL);
+	else
+		ask_state(&a);
 	if (rc) {
+		if (!a.rc)
+			osb_sandbox_info_release(&a.info);
 		cli_fail(cli->sandbox_id, rc, &err);
+		return NULL;
+	}
+	if (resume_if_paused(cli, &a)) {
+		osb_sandbox_close(cli->sb);
+		cli->sb = NULL;
 		return NULL;
 	}
 	return cli->sb;
