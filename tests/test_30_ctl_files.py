@@ -211,6 +211,16 @@ def test_info_describes_the_sandbox(mount, server):
     assert i["pid"] == mount.proc.pid
     assert i["jobs"] == {"running": 0, "total": 0}
     assert i["last_error"] is None
+    assert i["server_silent_s"] == 0
+
+
+def test_info_has_one_key_a_line(mount):
+    text = read(osb(mount, "info"))
+    i = json.loads(text)
+    lines = text.splitlines()
+    assert lines[0] == "{" and lines[-1] == "}", text
+    for key in i:  # each top-level key starts a line of its own
+        assert sum(1 for l in lines if l.startswith('\t"%s":' % key)) == 1, (key, text)
 
 
 def test_no_secret_in_any_control_file(mount, server):

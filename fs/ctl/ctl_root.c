@@ -6,6 +6,7 @@
  * Every refused write is logged with log_error(), so its reason shows in
  * info's last_error and in log.
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +63,8 @@ static int expiry_json(struct ctl *c, const struct life_info *li,
 	return text_json_str(out, w);
 }
 
-int ctl_info_json(struct ctl *c, struct text *out)
+/* info's JSON, on one line. */
+static int info_line(struct ctl *c, struct text *out)
 {
 	struct osbfs *fs = c->fs;
 	struct life_info li;
@@ -150,6 +152,24 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	free(last);
 	pending_release(&pending);
 	return rc ? rc : text_adds(out, "}\n");
+}
+
+/* info: one key a line, for a person and for grep, still JSON. */
+int ctl_info_json(struct ctl *c, struct text *out)
+{
+	struct text line = { 0 };
+	int rc = info_line(c, &line);
+	cJSON *root = rc ? NULL : cJSON_ParseWithLength(line.s, line.len);
+	char *pretty = root ? cJSON_Print(root) : NULL;
+	if (!rc && pretty)
+		rc = text_adds(out, pretty);
+	else if (!rc) /* not parsed back (out of memory): as it is */
+		rc = text_add(out, line.s, line.len);
+	rc = rc || !pretty ? rc : text_adds(out, "\n");
+	free(pretty);
+	cJSON_Delete(root);
+	text_release(&line);
+	return rc;
 }
 
 /* ---- ctl verbs ---- */
