@@ -386,7 +386,8 @@ static int lang_settle(struct code *cd, int lang)
 	}
 	/* an answer that refuses is for good, and so is none at all within
 	 * request_timeout (an execd without a Jupyter server retries for
-	 * ever: WIRE.md); a connection that failed is asked again */
+	 * ever: docs/SERVER.md, section 10); a connection that failed is
+	 * asked again */
 	bool refused = rc && (err.status || rc == -ETIMEDOUT);
 	if (rc) {
 		char why[sizeof(cd->refused[0])];
