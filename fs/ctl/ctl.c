@@ -252,7 +252,7 @@ static const mode_t modes[] = {
 	[K_CODE] = S_IFDIR | 0700,    [K_CDIR] = S_IFDIR | 0755,
 	[K_CINPUT] = S_IFREG | 0600,  [K_COUTPUT] = S_IFREG | 0400,
 	[K_CRESULT] = S_IFREG | 0400, [K_CCTL] = S_IFREG | 0200,
-	[K_SCRATCH] = S_IFREG | 0600,
+	[K_SCRATCH] = S_IFREG | 0600, [K_WAITALL] = S_IFREG | 0444,
 };
 
 mode_t ctl_node_mode(struct ctl *c, const struct ctl_node *n)
@@ -469,7 +469,10 @@ int ctl_resolve(struct ctl *c, fuse_ino_t parent, const char *name,
 			}
 			break;
 		case K_JOBS:
-			if (strcmp(name, "latest") == 0) {
+			if (strcmp(name, JOBS_WAIT_ALL) == 0) {
+				n.kind = K_WAITALL; /* not listed: it blocks */
+				rc = 0;
+			} else if (strcmp(name, "latest") == 0) {
 				jobs_ensure_loaded(c->jobs);
 				n.kind = K_LATEST;
 				rc = ctl_latest_id(c, id, sizeof(id)) ? 0 :

@@ -35,6 +35,7 @@ enum ctl_kind {
 	K_JOBS,
 	K_LATEST,
 	K_CODE,
+	K_WAITALL, /* jobs/wait-all */
 	/* in jobs/ID/ */
 	K_JOB,
 	K_JCMD,
@@ -113,11 +114,14 @@ struct ctl_fh {
 	bool writer;
 	struct text out; /* what reads return (a snapshot) */
 	bool have_out;
-	size_t out_pos;          /* run: where the next read goes on */
-	struct text in;          /* what was written, not yet used */
-	bool started;            /* run, cmd, input: the job was started (the
-				    code run) */
-	int start_rc;            /* run: how starting went */
+	size_t out_pos;   /* run: where the next read goes on */
+	struct text in;   /* what was written, not yet used */
+	bool started;     /* run, cmd, input: the job was started (the
+			     code run) */
+	int start_rc;     /* run: how starting went */
+	struct job **set; /* wait-all: the jobs running at the open
+			     (references) */
+	size_t nset;
 	char job_id[JOB_ID_MAX]; /* run: the job started */
 };
 
