@@ -209,7 +209,7 @@ bool code_name_valid(const char *name)
 	for (size_t i = 0; i < sizeof(files) / sizeof(*files); i++)
 		if (strcmp(name, files[i]) == 0)
 			return false;
-	return job_name_valid(name);
+	return !code_name_is_image(name) && job_name_valid(name);
 }
 
 bool code_rec_parse(const char *base, struct code_rec *ret)

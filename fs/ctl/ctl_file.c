@@ -274,6 +274,9 @@ static int make_out(struct ctl *c, struct ctl_fh *fh)
 		return code_output_text(c->code, fh->node.cx, t);
 	case K_CRESULT:
 		return code_result_json(c->code, fh->node.cx, t);
+	case K_CIMAGE:
+		return code_image_text(c->code, fh->node.cx,
+				       (size_t)fh->node.serial, t);
 	default:
 		return -EACCES;
 	}

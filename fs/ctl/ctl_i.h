@@ -55,11 +55,16 @@ enum ctl_kind {
 	K_CCTL,
 	/* a writer's temporary file (ctl_scratch.c) */
 	K_SCRATCH,
+	/* an image of a code run, beside its output (serial: its index) */
+	K_CIMAGE,
 };
 #define K_JOB_FIRST K_JOB
 /* A code context's inodes: CTL_INO_BASE + CODE_INO_BIT + 16 * its
  * serial + (kind - K_CDIR). */
 #define CODE_INO_BIT (1ull << 45)
+/* A code run's images' inodes: CTL_INO_BASE + IMAGE_INO_BIT + 256 * its
+ * context's serial + its index. */
+#define IMAGE_INO_BIT (1ull << 44)
 /* Scratch files' inodes: CTL_INO_BASE + SCRATCH_INO_BIT + serial. */
 #define SCRATCH_INO_BIT (1ull << 46)
 #define SCRATCH_MAX 64
@@ -91,7 +96,7 @@ struct ctl {
 struct ctl_node {
 	enum ctl_kind kind;
 	struct job *job;
-	uint64_t serial;     /* of a scratch file */
+	uint64_t serial;     /* of a scratch file; an image's index */
 	struct code_ctx *cx; /* code kinds: lives as long as the mount */
 };
 /* -ENOENT for an inode that names nothing (any more). */
