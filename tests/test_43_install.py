@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -376,3 +377,55 @@ def test_fstab_lines_by_id_and_by_name(daemons, make_sandbox, cleanup_sandboxes,
     assert not is_mounted(by_id) and not is_mounted(by_name)
     daemons.wait_gone(by_id)
     daemons.wait_gone(by_name)
+
+
+# -- setup as README prints it ----------------------------------------------------
+
+
+def readme_block(after):
+    """The first ```sh block of README.md after the line @after."""
+    text = (ROOT / "README.md").read_text()
+    rest = text[text.index(after):]
+    return rest.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def source_copy(dest):
+    """The repository's files (as they are in the work tree) under @dest."""
+    r = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True,
+                       timeout=60, check=True)
+    for rel in r.stdout.decode().split("\0"):
+        if rel and os.path.isfile(ROOT / rel):
+            os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+            shutil.copy2(ROOT / rel, os.path.join(dest, rel))
+
+
+def test_readme_installing_block_after_try(tmp_path):
+    """The Installing block, run where ./scripts/try has made build/ (with
+    meson's default prefix and a debug build): it must still install
+    the mount helper where mount(8) looks, a release build.  Run as
+    printed in a copy of the tree, the install into a DESTDIR (the only
+    change: `--destdir`, and no sudo for root)."""
+    src = tmp_path / "src"
+    source_copy(src)
+    # what ./scripts/build, run by ./scripts/try, configures
+    subprocess.run(["meson", "setup", "build", "-Dwerror=true"], cwd=src, check=True,
+                   capture_output=True, timeout=300)
+    lines = [l for l in readme_block("## Installing").splitlines() if l.strip()]
+    assert len(lines) == 2 and lines[1].startswith("sudo meson install "), lines
+    r = subprocess.run(["sh", "-ec", lines[0]], cwd=src, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    install = lines[1][len("sudo "):] if os.geteuid() == 0 else lines[1]
+    dest = tmp_path / "dest"
+    r = subprocess.run(["sh", "-ec", install + " --destdir " + shlex.quote(str(dest))], cwd=src,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for f in ("usr/bin/osbfs", "usr/bin/osb", "usr/sbin/mount.fuse.osbfs",
+              "usr/share/man/man1/osbfs.1", "usr/share/man/man1/osb.1",
+              "usr/share/man/man8/mount.fuse.osbfs.8"):
+        assert (dest / f).is_file(), f
+    built = re.search(r"ninja -C (\S+)", lines[0]).group(1)
+    r = subprocess.run(["meson", "introspect", built, "--buildoptions"], cwd=src,
+                       capture_output=True, text=True, timeout=60, check=True)
+    opts = {o["name"]: o["value"] for o in json.loads(r.stdout)}
+    assert (opts["prefix"], opts["buildtype"]) == ("/usr", "release")
+
