@@ -429,3 +429,44 @@ def test_readme_installing_block_after_try(tmp_path):
     opts = {o["name"]: o["value"] for o in json.loads(r.stdout)}
     assert (opts["prefix"], opts["buildtype"]) == ("/usr", "release")
 
+
+def fake_bin(tmp_path, node_version=None):
+    """A PATH for scripts/deps: the few tools it runs, an apt-get that
+    refuses (nothing is installed by a test), and a node of
+    @node_version (None: no node, no npm)."""
+    b = tmp_path / "bin"
+    b.mkdir()
+    for tool in ("sh", "dpkg-query", "grep", "id", "dirname", "cat", "sed", "sort", "npm", "tsc"):
+        path = shutil.which(tool)
+        if path and (tool not in ("npm", "tsc") or node_version):
+            os.symlink(path, b / tool)
+    (b / "apt-get").write_text("#!/bin/sh\necho 'apt-get run by scripts/deps' >&2\nexit 1\n")
+    if node_version:
+        (b / "node").write_text("#!/bin/sh\n[ \"$1\" = --version ] && { echo v%s; exit 0; }\n"
+                                "exec %s \"$@\"\n" % (node_version, shutil.which("node")))
+    for f in b.iterdir():
+        if not f.is_symlink():
+            f.chmod(0o755)
+    return {"PATH": str(b), "HOME": str(tmp_path)}
+
+
+def test_deps_asks_for_node_only_for_the_tests(tmp_path):
+    env = fake_bin(tmp_path)
+    r = subprocess.run([str(ROOT / "scripts" / "deps")], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert (r.returncode, r.stderr) == (0, ""), r.stdout + r.stderr
+    r = subprocess.run([str(ROOT / "scripts" / "deps"), "--test"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Node.js 20.18.1 or later and npm (no node, no npm here)" in r.stderr, r.stderr
+    assert "Debian 12's\n  own nodejs package is 18.19" in r.stderr, r.stderr
+
+
+def test_deps_says_debian_12s_node_is_too_old_for_the_sdk(tmp_path):
+    if not shutil.which("node"):
+        pytest.skip("no node here")
+    env = fake_bin(tmp_path, node_version="18.19.0")
+    r = subprocess.run([str(ROOT / "scripts" / "deps"), "--test"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and "(node v18.19.0 here)" in r.stderr, r.stdout + r.stderr
+
