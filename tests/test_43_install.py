@@ -470,3 +470,56 @@ def test_deps_says_debian_12s_node_is_too_old_for_the_sdk(tmp_path):
                        text=True, timeout=120)
     assert r.returncode == 1 and "(node v18.19.0 here)" in r.stderr, r.stdout + r.stderr
 
+
+def test_try_keep_ends_with_what_a_second_terminal_needs(tmp_path):
+    """./scripts/try --keep as printed; then its closing lines, pasted
+    into a shell that has nothing of try's environment, reach the
+    sandbox through osb and the mount, and its stop line stops both."""
+    env = dict(os.environ)
+    env["PATH"] = "%s:%s" % (fake_bin(tmp_path, node_version=None)["PATH"], env["PATH"])
+    before = set(glob.glob("/tmp/osbfs-try.*"))
+    p = subprocess.Popen([str(ROOT / "scripts" / "try"), "--keep"], cwd=str(tmp_path), env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=600)
+        assert p.returncode == 0, out[-4000:]
+        assert re.search(r"^\$ osb exec [0-9a-f-]+ -- cat /workspace/hello.py", out.replace("\033[1m", ""),
+                         re.M), out[-4000:]
+        paste = out.split("In another terminal:\n", 1)[1].split("To stop them:\n", 1)
+        lines = [l for l in paste[0].splitlines() if l.strip()]
+        stop = paste[1].strip()
+        names = [l.split("=", 1)[0][len("export "):] for l in lines if l.startswith("export ")]
+        assert names == ["OPEN_SANDBOX_DOMAIN", "OPEN_SANDBOX_API_KEY", "SANDBOX_ID", "MNT", "PATH"], lines
+        bare = {"HOME": str(tmp_path), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+        r = subprocess.run(["bash", "-ec", "\n".join(lines)], env=bare, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        # osb exec's listing of /workspace, then ls of the mount: the same files
+        assert r.stdout.count("hello.py") == 2 and r.stdout.count("made-in-sandbox.txt") == 2, r.stdout
+        r = subprocess.run(["bash", "-ec", stop], env=bare, capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stdout + r.stderr
+        mnt = [l.split("=", 1)[1] for l in lines if l.startswith("export MNT=")][0]
+        assert not is_mounted(mnt) and not os.path.exists(os.path.dirname(mnt))
+        wait_until(lambda: p_group_gone(p.pid), 30, "the local server to stop")
+    finally:
+        for work in set(glob.glob("/tmp/osbfs-try.*")) - before:
+            if is_mounted(os.path.join(work, "mnt")):
+                fusermount_u(os.path.join(work, "mnt"), lazy=True)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if not p_group_gone(p.pid):
+            os.killpg(p.pid, signal.SIGKILL)
+        for work in set(glob.glob("/tmp/osbfs-try.*")) - before:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def p_group_gone(pgid):
+    """No process is left in the process group @pgid (try and the server
+    it started; the osbfs daemon leaves it)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
