@@ -230,6 +230,64 @@ def test_man_page_renders_without_warnings(page):
         assert section in r.stdout
 
 
+def rendered_sections(page):
+    """{SECTION: [lines]} of @page as man(1) shows it, 80 columns wide."""
+    r = subprocess.run(["man", "-l", str(page)], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, MANWIDTH="80", MAN_KEEP_FORMATTING="", PAGER="cat"))
+    assert r.returncode == 0, r.stderr
+    out, name = {}, None
+    for line in r.stdout.splitlines()[1:-1]:  # not the header and footer
+        if line and not line[0].isspace():
+            name = line.strip()
+            out[name] = []
+        elif name:
+            out[name].append(line)
+    return out
+
+
+def items(lines):
+    """(tag, body) of each tagged paragraph: a tag at 7 columns (its lines),
+    the body at 14."""
+    out, tag, body = [], None, None
+    for line in lines + [""]:
+        indent = len(line) - len(line.lstrip())
+        if line.strip() and indent == 7 and body is None:
+            tag = (tag + " " if tag else "") + line.strip()
+        elif line.strip() and indent == 7:
+            out.append((tag, body))
+            tag, body = line.strip(), None
+        elif line.strip() and tag is not None:
+            body = (body + " " if body else "") + line.strip()
+        elif not line.strip() and tag is not None:
+            out.append((tag, body))
+            tag, body = None, None
+    return out
+
+
+@pytest.mark.parametrize("page", MAN_PAGES, ids=lambda p: p.name)
+def test_man_page_files_stay_in_files(page):
+    """No entry of FILES has strayed into OPTIONS (a path as an option's
+    tag, or a FILES entry's words in an option's text), and every entry
+    of FILES and ENVIRONMENT says what it is."""
+    if not shutil.which("man"):
+        pytest.skip("man (man-db) is not installed (scripts/deps installs it)")
+    sec = rendered_sections(page)
+    files = items(sec.get("FILES", []))
+    options = " ".join(" ".join(l.split()) for l in sec.get("OPTIONS", []))
+    for tag, _ in items(sec.get("OPTIONS", [])):
+        assert not tag.startswith(("/", "~")), "a file among the options: %s" % tag
+    for tag, body in files:
+        assert body, "%s has no text" % tag
+        assert " ".join(body.split()[:5]) not in options, "FILES text among the options: %s" % body
+    for tag, body in items(sec.get("ENVIRONMENT", [])):
+        assert body, "%s has no text" % tag
+
+
+def test_osb_man_page_says_osbfs_reads_the_settings_file_by_default():
+    text = " ".join(" ".join(l.split()) for l in rendered_sections(MAN_PAGES[1])["FILES"])
+    assert "osbfs(1) reads it too (the same file, unless its option config=FILE names another)" in text
+
+
 def test_osbfs_man_page_has_every_option():
     r = subprocess.run([str(OSBFS), "--help"], capture_output=True, text=True, timeout=30)
     names = re.findall(r"^    ([a-z_]+)(?:=\.\.\.)? ", r.stdout, re.M)
