@@ -326,7 +326,7 @@ def test_config_init_set_show(osbc, home):
     res = osbc.run("config", "set", "connection.request_timeout", "soon", env=env)
     assert res.rc == 1 and "must be a positive integer" in res.err
     d = js(osbc.run("config", "show", "-o", "json", env=env))
-    assert d["api_key"] == "ab******12" and "abcdefgh12" not in json.dumps(d)
+    assert d["api_key"] == "ab*******2" and "abcdefgh12" not in json.dumps(d)
     assert (d["domain"], d["request_timeout"], d["default_timeout"]) == ("example.org:9", 45, "20m")
     assert d["config_path"] == str(p) and d["config_file_exists"] is True
     osbc.ok("--config", str(home / "other.toml"), "config", "set", "defaults.image", "x:1")
@@ -501,3 +501,50 @@ def test_sandbox_create_short_options(server, osbc, cleanup_sandboxes):
     b = server.request("GET", "/v1/sandboxes/" + sid)[2]
     assert b["image"] == {"uri": "python:3.11"} and b["metadata"] == {"k": "v"}
     assert server.run(sid, 'echo "$A"')[:2] == (0, "1\n")
+
+
+# ---------------------------------------------------------------- config: the key masked, keys checked
+
+@pytest.mark.parametrize("key, shown", [("k", "*"), ("ab", "**"), ("abc", "a**"), ("trustey", "t*****y"),
+                                        ("abcdefgh12", "ab*******2"), ("abcdefghijkl", "ab********kl"),
+                                        ("a" * 40 + "wxyz", "aa" + "*" * 40 + "yz")])
+def test_the_key_is_masked(osbc, home, key, shown):
+    d = js(osbc.run("config", "show", "-o", "json", env={"HOME": str(home), "OPEN_SANDBOX_API_KEY": key}))
+    assert d["api_key"] == shown
+    visible = sum(1 for c in shown if c != "*")
+    assert visible <= 4 and 3 * visible <= len(key)
+
+
+@pytest.mark.parametrize("key, value, err", [
+    ("connection.domian", "x:1", 'osb: config set: no key "connection.domian"\nosb: the keys are '
+     "connection.api_key, connection.domain, connection.protocol, connection.request_timeout, "
+     "connection.use_server_proxy, defaults.image, defaults.timeout, output.color\n"),
+    ("image", "x", 'osb: config set: no key "image"\n'),
+    ("connection.protocol", "ftp", "osb: config set: connection.protocol must be http or https\n"),
+    ("connection.domain", "exa mple.org", "osb: config set: connection.domain must be one word, without white "
+     "space\n"),
+    ("defaults.timeout", "soon", "osb: config set: defaults.timeout must be a duration (90s, 10m, 1h30m) or "
+     "none\n"),
+    ("connection.use_server_proxy", "maybe", "osb: config set: connection.use_server_proxy must be true or "
+     "false\n"),
+    ("output.color", "blue", "osb: config set: output.color must be true or false\n"),
+    ("connection.request_timeout", "-3", "osb: connection.request_timeout must be a positive integer\n"),
+])
+def test_config_set_checks_keys_and_values(osbc, home, key, value, err):
+    env = {"HOME": str(home)}
+    osbc.ok("config", "init", env=env)
+    before = cfg_path(home).read_text()
+    res = osbc.run("config", "set", key, value, env=env)
+    assert res.rc == 1 and res.out == "" and res.err.startswith(err), res.describe()
+    assert cfg_path(home).read_text() == before
+
+
+def test_config_set_takes_the_official_clis_keys(osbc, home):
+    env = {"HOME": str(home)}
+    for key, value in (("connection.protocol", "https"), ("defaults.timeout", "none"), ("output.color", "false"),
+                       ("connection.use_server_proxy", "true"), ("defaults.image", "python:3.12")):
+        osbc.ok("config", "set", key, value, env=env)
+    text = cfg_path(home).read_text()
+    assert 'protocol = "https"' in text and 'timeout = "none"' in text and "[output]\ncolor = false" in text
+    d = js(osbc.run("config", "show", "-o", "json", env=env))
+    assert (d["protocol"], d["use_server_proxy"], d["default_image"]) == ("https", True, "python:3.12")
