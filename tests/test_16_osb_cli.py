@@ -87,7 +87,7 @@ def test_version(osbc):
 
 @pytest.mark.parametrize("args, err", [
     (["sandbox", "frob"], 'osb: unknown command "sandbox frob" (osb --help for usage)\n'),
-    (["-o", "yaml", "sandbox", "list"], 'osb: -o takes table, json or raw, not "yaml" (osb --help for usage)\n'),
+    (["-o", "xml", "sandbox", "list"], 'osb: -o takes table, json, yaml or raw, not "xml" (osb --help for usage)\n'),
     (["sandbox", "renew", "abc", "--timeout", "soon"], "osb: bad timeout soon (osb --help for usage)\n"),
     (["command", "run", "a", "b", "--", "true"], "osb: usage: osb run SANDBOX_ID [OPTIONS] -- COMMAND... "
                                                  "(osb --help for usage)\n"),
@@ -548,3 +548,98 @@ def test_config_set_takes_the_official_clis_keys(osbc, home):
     assert 'protocol = "https"' in text and 'timeout = "none"' in text and "[output]\ncolor = false" in text
     d = js(osbc.run("config", "show", "-o", "json", env=env))
     assert (d["protocol"], d["use_server_proxy"], d["default_image"]) == ("https", True, "python:3.12")
+
+
+# ---------------------------------------------------------------- -o yaml, -o raw
+
+def yaml_load(text):
+    """The YAML osb writes (block mappings and sequences, plain and
+    double-quoted scalars, {} and []) as Python values; stdlib only, and
+    strict: anything else fails the test."""
+    lines = [l for l in text.split("\n") if l.strip()]
+    pos = [0]
+
+    def scalar(s):
+        if s.startswith('"'):
+            v, end = json.JSONDecoder().raw_decode(s)
+            assert end == len(s), s
+            return v
+        if s in ("{}", "[]", "null", "true", "false") or re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", s):
+            return json.loads(s)
+        assert re.fullmatch(r"[A-Za-z/][A-Za-z0-9_./:@+=-]*", s), "not plain: %r" % s
+        return s
+
+    def key_rest(s):
+        if s.startswith('"'):
+            k, end = json.JSONDecoder().raw_decode(s)
+            assert s[end] == ":", s
+            return k, s[end + 1:].strip()
+        m = re.match(r"([^\s:]+):(?: (.*))?$", s)
+        assert m, "not a key: %r" % s
+        return scalar(m.group(1)), (m.group(2) or "").strip()
+
+    def node(indent):
+        line = lines[pos[0]]
+        assert len(line) - len(line.lstrip()) == indent, (indent, line)
+        if line.strip().startswith("- ") or line.strip() == "-":
+            out = []
+            while pos[0] < len(lines) and lines[pos[0]].startswith(" " * indent + "- "):
+                rest = lines[pos[0]][indent + 2:]
+                if rest.startswith("- ") or (":" in rest and not rest.startswith('"')) or \
+                        re.match(r'"[^"]*":', rest):
+                    lines[pos[0]] = " " * (indent + 2) + rest
+                    out.append(node(indent + 2))
+                else:
+                    out.append(scalar(rest))
+                    pos[0] += 1
+            return out
+        out = {}
+        while pos[0] < len(lines):
+            line = lines[pos[0]]
+            if len(line) - len(line.lstrip()) != indent or line.strip().startswith("- "):
+                break
+            k, rest = key_rest(line.strip())
+            pos[0] += 1
+            out[k] = scalar(rest) if rest else node(indent + 2)
+        return out
+
+    if len(lines) == 1 and ":" not in lines[0]:
+        return scalar(lines[0])
+    v = node(0)
+    assert pos[0] == len(lines), "left over: %r" % lines[pos[0]:]
+    return v
+
+
+@pytest.mark.parametrize("words", [["sandbox", "get", "{sid}"], ["sandbox", "list", "-m", "run=yaml16"],
+                                   ["file", "info", "{sid}", W + "/odd", W], ["config", "show"]])
+def test_yaml_says_what_json_says(server, osbc, cleanup_sandboxes, home, words):
+    sid = osbc.ok("sandbox", "create", *IMG, "-m", "run=yaml16", "-m", "n=true", "-m", "x1=0.5").out.strip()
+    cleanup_sandboxes.append(sid)
+    # a name of the sandbox that no plain scalar may carry
+    code, _, err = server.run(sid, "touch %s/\"$(printf 'odd\\033]0;x\\007: # - \\nname')\"; "
+                                   "ln -s \"$(printf 'odd\\033]0;x\\007: # - \\nname')\" %s/odd" % (W, W))
+    assert code == 0, err
+    env = {"HOME": str(home)}
+    args = [w.format(sid=sid) for w in words]
+    want = js(osbc.run(*args, "-o", "json", env=env))
+    res = osbc.run(*args, "-o", "yaml", env=env)
+    assert res.rc == 0 and "\x1b" not in res.out, res.describe()
+    assert yaml_load(res.out) == want, res.out
+
+
+def test_yaml_of_a_metadata_that_looks_like_another_type(osbc, cleanup_sandboxes):
+    sid = osbc.ok("sandbox", "create", *IMG, "-m", "n=true", "-m", "x1=0.5", "-m", "y=null").out.strip()
+    cleanup_sandboxes.append(sid)
+    out = osbc.ok("sandbox", "get", sid, "-o", "yaml").out
+    assert '  "n": "true"\n' in out and '  x1: "0.5"\n' in out and '  "y": "null"\n' in out, out
+    assert 'created_at: "20' in out, out
+
+
+def test_config_show_raw_is_raw(osbc, home):
+    env = {"HOME": str(home), "OPEN_SANDBOX_API_KEY": "0123456789abcdef", "OPEN_SANDBOX_DOMAIN": "example.org:9"}
+    out = osbc.ok("config", "show", "-o", "raw", env=env).out
+    lines = out.splitlines()
+    assert "KEY" not in out and lines[0] == "api_key: 01************ef", out
+    assert "domain: example.org:9" in lines and "default_image:" in lines, out
+    table = osbc.ok("config", "show", "-o", "table", env=env).lines()
+    assert table[0].split() == ["KEY", "VALUE"] and table[1].split() == ["api_key", "01************ef"]

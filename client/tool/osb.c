@@ -151,17 +151,20 @@ static int parse_format(const char *s, enum cli_format *ret)
 		*ret = CLI_TABLE;
 	else if (strcmp(s, "json") == 0)
 		*ret = CLI_JSON;
+	else if (strcmp(s, "yaml") == 0)
+		*ret = CLI_YAML;
 	else if (strcmp(s, "raw") == 0)
 		*ret = CLI_RAW;
 	else
-		return cli_usage("-o takes table, json or raw, not \"%s\"", s);
+		return cli_usage(
+			"-o takes table, json, yaml or raw, not \"%s\"", s);
 	return 0;
 }
 
 /*
  * Takes the options every command has out of its arguments (up to a
- * "--"): -o/--output FORMAT, and -h/--help, which prints the command's
- * help. Returns -1 to go on, else the exit status.
+ * "--"): -o/--output FORMAT, -q/--quiet, and -h/--help, which prints the
+ * command's help. Returns -1 to go on, else the exit status.
  */
 static int common_opts(struct osb_cli *cli, const struct cli_cmd *c, int *argc,
 		       char **argv)
@@ -191,6 +194,10 @@ static int common_opts(struct osb_cli *cli, const struct cli_cmd *c, int *argc,
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			cli_help_cmd(stdout, c);
 			return 0;
+		}
+		if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+			cli->quiet = true;
+			continue;
 		}
 		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
 			if (i + 1 >= *argc)
@@ -299,6 +306,7 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "output", required_argument, NULL, 'o' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "header", required_argument, NULL, 'H' },
 		{ "sandbox", required_argument, NULL, 's' },
 		{ "version", no_argument, NULL, OPT_VERSION },
@@ -310,7 +318,7 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 	long v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+hvs:H:o:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hvqs:H:o:", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_DOMAIN:
 			g->cfg.domain = optarg;
@@ -367,6 +375,9 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 			break;
 		case 'v':
 			g->verbose = true;
+			break;
+		case 'q':
+			cli->quiet = true;
 			break;
 		case 'H': {
 			char *colon = strchr(optarg, ':');

@@ -378,11 +378,18 @@ int cmd_put(struct osb_cli *cli, int argc, char **argv)
 }
 
 /* A row per path done, for rm, rmdir and mkdir. */
+/* The paths a command acted on: a row each (a line each in raw), none
+ * with -q. */
 static int print_paths(struct osb_cli *cli, char **paths, int n,
 		       const char *status)
 {
 	static const char *const cols[] = { "path", "status", NULL };
-	if (cli->format == CLI_RAW)
+	if (cli->format == CLI_RAW) {
+		for (int i = 0; i < n; i++)
+			cli_done(cli, "%s %s", status, paths[i]);
+		return 0;
+	}
+	if (cli->quiet && !CLI_STRUCTURED(cli->format))
 		return 0;
 	struct cli_rec *r = rec_array();
 	for (int i = 0; i < n; i++) {

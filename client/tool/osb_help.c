@@ -9,7 +9,7 @@
 
 #include "osb_tool.h"
 
-#define O_OUT "  -o, --output table|json|raw  how to print the result\n"
+#define O_OUT "  -o, --output table|json|yaml|raw  how to print the result\n"
 
 const struct cli_group cli_groups[] = {
 	{ "sandbox",
@@ -239,9 +239,10 @@ static const char global_help[] =
 	"                            --server-proxy; --no-use-server-proxy)\n"
 	"  --config FILE             settings file (default\n"
 	"                            ~/.opensandbox/config.toml)\n"
-	"  -o, --output table|json|raw   how results are printed (default: "
-	"table\n"
-	"                            on a terminal, else raw lines)\n"
+	"  -o, --output table|json|yaml|raw  how results are printed "
+	"(default:\n"
+	"                            table on a terminal, else raw lines)\n"
+	"  -q, --quiet               no line saying what a command did\n"
 	"  -v, --verbose             a line on stderr per API call\n"
 	"  --cacert FILE, --insecure     TLS: a CA bundle; or accept any "
 	"certificate\n"

@@ -433,7 +433,8 @@ int cmd_resume(struct osb_cli *cli, int argc, char **argv)
 	return 0;
 }
 
-/* kill ID...: each one, on to the next after a failure. */
+/* kill ID...: each one, on to the next after a failure; a line for
+ * each one killed (a table's row), none with -q. */
 int cmd_kill(struct osb_cli *cli, int argc, char **argv)
 {
 	struct osb_error err;
@@ -454,8 +455,11 @@ int cmd_kill(struct osb_cli *cli, int argc, char **argv)
 		struct cli_rec *row = rec_add_object(r, NULL);
 		rec_str(row, "sandbox_id", id);
 		rec_str(row, "status", "terminated");
+		if (cli->format == CLI_RAW)
+			cli_done(cli, "sandbox %s terminated", id);
 	}
-	if (cli->format == CLI_RAW || status) {
+	if (cli->format == CLI_RAW || status ||
+	    (cli->quiet && !CLI_STRUCTURED(cli->format))) {
 		rec_free(r);
 		return status;
 	}

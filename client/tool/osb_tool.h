@@ -22,12 +22,16 @@
 #include "osb.h"
 
 /* How results are printed: the raw lines scripts read (the default when
- * stdout is no terminal), aligned columns, or JSON. */
+ * stdout is no terminal), aligned columns, JSON or YAML. */
 enum cli_format {
 	CLI_RAW,
 	CLI_TABLE,
 	CLI_JSON,
+	CLI_YAML,
 };
+
+/* JSON or YAML: a result is a record, printed whole. */
+#define CLI_STRUCTURED(f) ((f) == CLI_JSON || (f) == CLI_YAML)
 
 struct osb_cli {
 	struct osb_client *client; /* NULL for `config` */
@@ -38,6 +42,7 @@ struct osb_cli {
 	const struct osb_config *cfg;   /* the connection, as resolved */
 	const struct osb_cfgfile *file; /* the settings file, as read */
 	bool progress;               /* transfers show progress (a terminal) */
+	bool quiet;                  /* -q: no line saying what was done */
 	const char *const *cmd_path; /* e.g. {"file", "write"}, for help */
 };
 
@@ -126,18 +131,22 @@ void rec_move(struct cli_rec *r, const char *key, struct cli_rec *v);
 struct cli_rec *rec_add_object(struct cli_rec *r, const char *key);
 struct cli_rec *rec_add_array(struct cli_rec *r, const char *key);
 /*
- * cli_print() - @r to stdout: JSON, or a table (an array of objects:
+ * cli_print() - @r to stdout: JSON, YAML, a table (an array of objects:
  * the columns @cols, NULL-terminated, with a header; an object: a KEY
- * VALUE row per member, nested ones as a.b). Frees @r. 0 or 1 (out of
- * memory, said).
+ * VALUE row per member, nested ones as a.b), or raw lines (the same
+ * without header or padding: a row's cells split by tabs, an object's
+ * members as "key: value", values as they are). Frees @r. 0 or 1 (out
+ * of memory, said).
  */
 int cli_print(struct osb_cli *cli, struct cli_rec *r, const char *const *cols);
+/* @r as YAML (osb_yaml.c); 0 or -ENOMEM. */
+int yaml_print(const struct cli_rec *r);
 /* One line of a listing (ls, code contexts): escaped for a terminal
  * (table), as it is for scripts (raw). */
 void cli_line(const struct osb_cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* A command done that prints no result: a line on a terminal (table),
- * {"status":"ok","message":...} for JSON, nothing for scripts. */
+/* A command done that prints no result: a line saying what was done
+ * (none with -q), or {"status":"ok","message":...} for JSON and YAML. */
 void cli_done(struct osb_cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
