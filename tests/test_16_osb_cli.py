@@ -3,6 +3,7 @@ egress, config; exec ID -- CMD), its global options, -o json, the settings
 file (~/.opensandbox/config.toml) that osb and osbfs read, and the progress
 line of transfers on a terminal."""
 
+import calendar
 import json
 import os
 import pty
@@ -31,6 +32,15 @@ def js(res):
     """The JSON an osb run printed (it must have succeeded)."""
     assert res.rc == 0, res.describe()
     return json.loads(res.out)
+
+
+def utc(stamp):
+    return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S"))
+
+
+def ttl(sb):
+    """A sandbox record's TTL in seconds (its expiry less its creation)."""
+    return utc(sb["expires_at"]) - utc(sb["created_at"])
 
 
 @pytest.fixture
@@ -105,13 +115,15 @@ def test_sandbox_create_json_get_list_kill(server, osbc, cleanup_sandboxes):
     res = osbc.run("sandbox", "create", *IMG, "--timeout", "30m", "-m", "run=cli16", "-o", "json")
     d = js(res)
     cleanup_sandboxes.append(d["id"])
-    assert d["image"] == "python:3.11" and d["status"] == "Running" and d["timeout"] == 1800
+    assert d["image"] == "python:3.11" and d["status"]["state"] == "Running" and ttl(d) == 1800
     sid = d["id"]
     g = js(osbc.run("sandbox", "get", sid, "-o", "json"))
     assert g["id"] == sid and g["status"]["state"] == "Running"
     assert g["entrypoint"] == ["tail", "-f", "/dev/null"] and g["metadata"] == {"run": "cli16"}
     lst = js(osbc.run("-o", "json", "sandbox", "list", "--metadata", "run=cli16"))
     assert [i["id"] for i in lst["items"]] == [sid] and lst["pagination"]["page"] >= 0
+    # one shape for a sandbox: create, get and list say the same
+    assert d == g == lst["items"][0], (d, g, lst)
     table = osbc.ok("sandbox", "list", "-m", "run=cli16", "-o", "table").lines()
     assert table[0].split() == ["ID", "STATUS", "IMAGE", "CREATED_AT", "EXPIRES_AT"]
     assert table[1].split()[:3] == [sid, "Running", "python:3.11"]
@@ -146,7 +158,7 @@ def test_sandbox_create_takes_the_defaults_of_the_settings_file(server, osbc, cl
     d = js(osbc.run("sandbox", "create", "-o", "json", env={"HOME": str(home)}))
     cleanup_sandboxes.append(d["id"])
     b = server.request("GET", "/v1/sandboxes/" + d["id"])[2]
-    assert b["image"] == {"uri": "python:3.11"} and d["timeout"] == 900
+    assert b["image"] == {"uri": "python:3.11"} and ttl(d) == 900
 
 
 # ---------------------------------------------------------------- command, exec
@@ -625,6 +637,14 @@ def test_yaml_says_what_json_says(server, osbc, cleanup_sandboxes, home, words):
     res = osbc.run(*args, "-o", "yaml", env=env)
     assert res.rc == 0 and "\x1b" not in res.out, res.describe()
     assert yaml_load(res.out) == want, res.out
+
+
+def test_create_in_yaml_is_get_in_json(osbc, cleanup_sandboxes):
+    res = osbc.run("sandbox", "create", *IMG, "-t", "15m", "-o", "yaml")
+    assert res.rc == 0, res.describe()
+    d = yaml_load(res.out)
+    cleanup_sandboxes.append(d["id"])
+    assert d == js(osbc.run("sandbox", "get", d["id"], "-o", "json")) and ttl(d) == 900
 
 
 def test_yaml_of_a_metadata_that_looks_like_another_type(osbc, cleanup_sandboxes):

@@ -207,10 +207,15 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 	}
 	if (wait) {
 		struct osb_sandbox *sb = NULL;
+		struct osb_sandbox_info now;
+		/* its record once Running: what get and list show */
 		rc = osb_sandbox_wait_running(cli->client, info.id,
-					      ready_s * 1000, NULL, &err);
-		if (!rc)
+					      ready_s * 1000, &now, &err);
+		if (!rc) {
+			osb_sandbox_info_release(&info);
+			info = now;
 			rc = osb_sandbox_open(cli->client, info.id, &sb, &err);
+		}
 		if (!rc)
 			rc = osb_wait_ready(sb, 30000, &err);
 		osb_sandbox_close(sb);
@@ -225,15 +230,12 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 	if (cli->format == CLI_RAW) {
 		printf("%s\n", info.id);
 	} else {
+		/* the shape of get and list; a create's answer names no
+		 * image (with --skip-health-check): the one asked for */
 		struct cli_rec *r = rec_object();
-		rec_str(r, "id", info.id);
-		rec_str(r, "image", p.image);
-		rec_str(r, "status", wait ? "Running" : info.state);
-		if (p.timeout_s > 0)
-			rec_int(r, "timeout", p.timeout_s);
-		else
-			rec_str(r, "timeout", NULL);
-		rec_time(r, "expires_at", info.expires_at);
+		if (!info.image)
+			info.image = strdup(p.image);
+		rec_sandbox(r, &info);
 		status = cli_print(cli, r, NULL);
 	}
 	osb_sandbox_info_release(&info);
