@@ -69,7 +69,7 @@ GROUPS = {
     "sandbox": ["create", "list", "get", "kill", "pause", "resume", "renew", "endpoint"],
     "command": ["run", "status", "logs", "interrupt", "session"],
     "file": ["cat", "write", "upload", "download", "rm", "mv", "mkdir", "rmdir", "search", "info",
-             "chmod", "replace"],
+             "chmod", "replace", "ls"],
     "egress": ["get", "patch"],
     "config": ["init", "show", "set"],
 }
@@ -623,7 +623,8 @@ def yaml_load(text):
 
 
 @pytest.mark.parametrize("words", [["sandbox", "get", "{sid}"], ["sandbox", "list", "-m", "run=yaml16"],
-                                   ["file", "info", "{sid}", W + "/odd", W], ["config", "show"]])
+                                   ["file", "info", "{sid}", W + "/odd", W], ["file", "ls", "{sid}", W],
+                                   ["config", "show"]])
 def test_yaml_says_what_json_says(server, osbc, cleanup_sandboxes, home, words):
     sid = osbc.ok("sandbox", "create", *IMG, "-m", "run=yaml16", "-m", "n=true", "-m", "x1=0.5").out.strip()
     cleanup_sandboxes.append(sid)
@@ -663,3 +664,65 @@ def test_config_show_raw_is_raw(osbc, home):
     assert "domain: example.org:9" in lines and "default_image:" in lines, out
     table = osbc.ok("config", "show", "-o", "table", env=env).lines()
     assert table[0].split() == ["KEY", "VALUE"] and table[1].split() == ["api_key", "01************ef"]
+
+
+# ---------------------------------------------------------------- help
+
+def all_commands(osbc):
+    """Every command `osb --help` lists: (words, is_older_spelling)."""
+    out = osbc.ok("--help").out
+    head, older = out.split("Older spellings", 1)
+    cmds = []
+    for part, old in ((head, False), (older, True)):
+        for line in part.splitlines():
+            m = re.match(r"  osb ((?:sandbox|command|file|egress|config) )?([a-z]+)", line)
+            if m:
+                words = (m.group(1) or "").split() + [m.group(2)]
+                if (words, old) not in cmds:
+                    cmds.append((words, old))
+    return cmds
+
+
+def test_every_command_has_help_with_examples(osbc):
+    cmds = all_commands(osbc)
+    assert len(cmds) > 60, cmds
+    for words, old in cmds:
+        if words[0] in GROUPS and len(words) == 1:
+            continue  # the older `osb egress`: its group's help, below
+        out = osbc.ok(*words, "--help").out
+        assert out.startswith("usage:\n  osb %s" % " ".join(words)), out
+        ex = out.split("\nExamples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+        assert ex and all(l.startswith("  ") for l in ex), (words, out)
+        if not old:
+            # each example is a use of the command itself
+            pat = r"\bosb (-s \$ID )?%s\b" % re.escape(" ".join(words))
+            assert all(re.search(pat, l) for l in ex), (words, ex)
+    for group in GROUPS:
+        out = osbc.ok(group, "--help").out
+        assert "\nExamples:\n" in out and "  osb %s %s " % (group, GROUPS[group][0]) in out, out
+    assert "\nExamples:\n  osb config init" in osbc.ok("--help").out
+
+
+@pytest.mark.parametrize("args", [["exec", "abc", "--help"], ["exec", "abc", "-h"],
+                                  ["command", "run", "abc", "--help"],
+                                  ["command", "session", "run", "abc", "s1", "--help"]])
+def test_help_of_a_command_that_runs_words(server, osbc, args):
+    server.reset_stats()
+    res = osbc.ok(*args)
+    assert res.out.startswith("usage:\n  osb %s" % " ".join(args[:2] if args[0] == "command" else args[:1])), \
+        res.describe()
+    assert "\nExamples:\n" in res.out
+    assert server.stats().get("sandboxes", {}) == {}
+
+
+def test_file_ls_in_the_official_grammar(server, osbc, sandbox):
+    server.write_file(sandbox, W + "/d/a.txt", b"a")
+    server.write_file(sandbox, W + "/d/sub/b.txt", b"bb")
+    assert osbc.ok("file", "ls", sandbox, W + "/d").lines() == ["a.txt", "sub"]
+    assert osbc.ok("ls", sandbox, W + "/d").lines() == ["a.txt", "sub"]
+    assert sorted(osbc.ok("file", "ls", sandbox, W + "/d", "-R").lines()) == ["a.txt", "sub", "sub/b.txt"]
+    long = osbc.ok("file", "ls", sandbox, W + "/d", "-l").lines()
+    assert long[0].startswith("-rw") and long[0].endswith(" a.txt") and long[1].startswith("d"), long
+    rows = js(osbc.run("file", "ls", sandbox, W + "/d", "-o", "json"))
+    assert [(r["path"], r["type"], r["size"]) for r in rows] == [(W + "/d/a.txt", "file", 1),
+                                                                   (W + "/d/sub", "directory", rows[1]["size"])]

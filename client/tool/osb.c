@@ -179,6 +179,15 @@ static int common_opts(struct osb_cli *cli, const struct cli_cmd *c, int *argc,
 		stop_at_word |= strcmp(c->name, runs[k]) == 0;
 	for (int i = 1; stop_at_word && i < *argc; i++)
 		stop_at_word = strcmp(argv[i], "--") != 0;
+	/* `osb exec ID --help` asks for help, though the older spelling
+	 * runs its words: a -h or --help after no more words than the
+	 * sandbox id (and a session's verb and id) */
+	const char *last = *argc > 1 ? argv[*argc - 1] : "";
+	if (stop_at_word && *argc <= (session ? 5 : 3) &&
+	    (strcmp(last, "-h") == 0 || strcmp(last, "--help") == 0)) {
+		cli_help_cmd(stdout, c);
+		return 0;
+	}
 	int out = 1;
 	for (int i = 1; i < *argc; i++) {
 		const char *a = argv[i], *v = NULL;

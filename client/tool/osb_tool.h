@@ -92,6 +92,9 @@ struct cli_cmd {
 	const char *synopsis; /* the arguments, after "osb GROUP NAME" */
 	const char *help;     /* what it does, then its options; NULL for
 				 an older spelling (listed apart) */
+	const char *examples; /* command lines, each ending in "\n" */
+	const char *newer;    /* of an older spelling: the command it is,
+				 "GROUP NAME" or "NAME" */
 };
 extern const struct cli_cmd cli_cmds[];
 extern const size_t cli_ncmds;
