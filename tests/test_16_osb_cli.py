@@ -66,7 +66,7 @@ def write_cfg(home, text):
 # ---------------------------------------------------------------- help, version, usage
 
 GROUPS = {
-    "sandbox": ["create", "list", "get", "kill", "pause", "resume", "renew", "endpoint"],
+    "sandbox": ["create", "list", "get", "kill", "pause", "resume", "renew", "endpoint", "health", "metrics"],
     "command": ["run", "status", "logs", "interrupt", "session"],
     "file": ["cat", "write", "upload", "download", "rm", "mv", "mkdir", "rmdir", "search", "info",
              "chmod", "replace", "ls"],
@@ -624,7 +624,7 @@ def yaml_load(text):
 
 @pytest.mark.parametrize("words", [["sandbox", "get", "{sid}"], ["sandbox", "list", "-m", "run=yaml16"],
                                    ["file", "info", "{sid}", W + "/odd", W], ["file", "ls", "{sid}", W],
-                                   ["config", "show"]])
+                                   ["sandbox", "health", "{sid}"], ["config", "show"]])
 def test_yaml_says_what_json_says(server, osbc, cleanup_sandboxes, home, words):
     sid = osbc.ok("sandbox", "create", *IMG, "-m", "run=yaml16", "-m", "n=true", "-m", "x1=0.5").out.strip()
     cleanup_sandboxes.append(sid)

@@ -12,8 +12,8 @@
 #define O_OUT "  -o, --output table|json|yaml|raw  how to print the result\n"
 
 const struct cli_group cli_groups[] = {
-	{ "sandbox",
-	  "create, list, inspect, pause, resume, renew and kill sandboxes" },
+	{ "sandbox", "create, list, inspect, pause, resume, renew and kill "
+		     "sandboxes; their health and metrics" },
 	{ "command",
 	  "run commands in a sandbox, in the foreground or the background" },
 	{ "file", "read, write, move and inspect files of a sandbox" },
@@ -86,6 +86,19 @@ const struct cli_cmd cli_cmds[] = {
 	  "  -p, --port PORT\n" O_OUT,
 	  "osb sandbox endpoint $ID --port 8080\n"
 	  "osb sandbox endpoint $ID -p 8080 -o json\n",
+	  NULL },
+
+	{ "sandbox", "health", cmd_health, "SANDBOX_ID",
+	  "Says whether the sandbox's execd answers (one GET /ping); exits 1\n"
+	  "when it does not.\n\n" O_OUT,
+	  "osb sandbox health $ID\n"
+	  "osb sandbox health $ID -q && echo up\n",
+	  NULL },
+	{ "sandbox", "metrics", cmd_metrics, "SANDBOX_ID",
+	  "CPU and memory of the sandbox, as execd measures them (it takes\n"
+	  "about a second).\n\n" O_OUT,
+	  "osb sandbox metrics $ID\n"
+	  "osb sandbox metrics $ID -o json\n",
 	  NULL },
 
 	{ "command", "run", cmd_exec, "SANDBOX_ID [OPTIONS] -- COMMAND...",

@@ -61,6 +61,11 @@ void rec_int(struct cli_rec *r, const char *key, long long v)
 	add(r, key, cJSON_CreateNumber((double)v));
 }
 
+void rec_num(struct cli_rec *r, const char *key, double v)
+{
+	add(r, key, cJSON_CreateNumber(v));
+}
+
 void rec_bool(struct cli_rec *r, const char *key, bool v)
 {
 	add(r, key, cJSON_CreateBool(v));

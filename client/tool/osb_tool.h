@@ -5,8 +5,8 @@
  * settings file) and dispatches; osb_help.c holds the command table with
  * every help text; osb_out.c prints results as a table, JSON or the raw
  * lines scripts read; osb_progress.c the progress line of transfers;
- * osb_lifecycle.c, osb_files.c, osb_exec.c and osb_config.c the
- * commands.
+ * osb_lifecycle.c, osb_health.c, osb_files.c, osb_exec.c and
+ * osb_config.c the commands.
  *
  * The official CLI's grammar names the sandbox first (`osb file cat ID
  * PATH`); the older spellings take it from -s ID or OPEN_SANDBOX_ID. The
@@ -121,6 +121,7 @@ void rec_free(struct cli_rec *r);
  * They do nothing on an earlier allocation failure (rec_print says). */
 void rec_str(struct cli_rec *r, const char *key, const char *v);
 void rec_int(struct cli_rec *r, const char *key, long long v);
+void rec_num(struct cli_rec *r, const char *key, double v);
 void rec_bool(struct cli_rec *r, const char *key, bool v);
 void rec_time(struct cli_rec *r, const char *key, time_t t); /* 0: null */
 void rec_kv(struct cli_rec *r, const char *key, const struct osb_kvlist *l);
@@ -172,6 +173,8 @@ int cmd_resume(struct osb_cli *cli, int argc, char **argv);
 int cmd_renew(struct osb_cli *cli, int argc, char **argv);
 int cmd_kill(struct osb_cli *cli, int argc, char **argv);
 int cmd_endpoint(struct osb_cli *cli, int argc, char **argv);
+int cmd_health(struct osb_cli *cli, int argc, char **argv);
+int cmd_metrics(struct osb_cli *cli, int argc, char **argv);
 
 int cmd_ls(struct osb_cli *cli, int argc, char **argv);
 int cmd_stat(struct osb_cli *cli, int argc, char **argv);
