@@ -206,17 +206,20 @@ static int parse_format(const char *s, enum cli_format *ret)
 		*ret = CLI_TABLE;
 	else if (strcmp(s, "json") == 0)
 		*ret = CLI_JSON;
+	else if (strcmp(s, "yaml") == 0)
+		*ret = CLI_YAML;
 	else if (strcmp(s, "raw") == 0)
 		*ret = CLI_RAW;
 	else
-		return cli_usage("-o takes table, json or raw, not \"%s\"", s);
+		return cli_usage(
+			"-o takes table, json, yaml or raw, not \"%s\"", s);
 	return 0;
 }
 
 /*
  * Takes the options every command has out of its arguments (up to a
- * "--"): -o/--output FORMAT, and -h/--help, which prints the command's
- * help. Returns -1 to go on, else the exit status.
+ * "--"): -o/--output FORMAT, -q/--quiet, and -h/--help, which prints the
+ * command's help. Returns -1 to go on, else the exit status.
  */
 static int common_opts(struct osb_cli *cli, const struct cli_cmd *c, int *argc,
 		       char **argv)
@@ -231,6 +234,15 @@ static int common_opts(struct osb_cli *cli, const struct cli_cmd *c, int *argc,
 		stop_at_word |= strcmp(c->name, runs[k]) == 0;
 	for (int i = 1; stop_at_word && i < *argc; i++)
 		stop_at_word = strcmp(argv[i], "--") != 0;
+	/* `osb exec ID --help` asks for help, though the older spelling
+	 * runs its words: a -h or --help after no more words than the
+	 * sandbox id (and a session's verb and id) */
+	const char *last = *argc > 1 ? argv[*argc - 1] : "";
+	if (stop_at_word && *argc <= (session ? 5 : 3) &&
+	    (strcmp(last, "-h") == 0 || strcmp(last, "--help") == 0)) {
+		cli_help_cmd(stdout, c);
+		return 0;
+	}
 	int out = 1;
 	for (int i = 1; i < *argc; i++) {
 		const char *a = argv[i], *v = NULL;
@@ -246,6 +258,10 @@ static int common_opts(struct osb_cli *cli, const struct cli_cmd *c, int *argc,
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			cli_help_cmd(stdout, c);
 			return 0;
+		}
+		if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+			cli->quiet = true;
+			continue;
 		}
 		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
 			if (i + 1 >= *argc)
@@ -354,6 +370,7 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "output", required_argument, NULL, 'o' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "header", required_argument, NULL, 'H' },
 		{ "sandbox", required_argument, NULL, 's' },
 		{ "version", no_argument, NULL, OPT_VERSION },
@@ -365,7 +382,7 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 	long v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+hvs:H:o:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hvqs:H:o:", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_DOMAIN:
 			g->cfg.domain = optarg;
@@ -422,6 +439,9 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 			break;
 		case 'v':
 			g->verbose = true;
+			break;
+		case 'q':
+			cli->quiet = true;
 			break;
 		case 'H': {
 			char *colon = strchr(optarg, ':');
