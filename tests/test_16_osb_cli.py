@@ -726,3 +726,30 @@ def test_file_ls_in_the_official_grammar(server, osbc, sandbox):
     rows = js(osbc.run("file", "ls", sandbox, W + "/d", "-o", "json"))
     assert [(r["path"], r["type"], r["size"]) for r in rows] == [(W + "/d/a.txt", "file", 1),
                                                                    (W + "/d/sub", "directory", rows[1]["size"])]
+
+
+def test_bash_completion_offers_commands_options_and_ids(server, osbc, sandbox, tmp_path):
+    script = tmp_path / "osb.bash"
+    script.write_text(osbc.ok("completion", "bash").out)
+
+    def complete(*words):
+        words = (str(OSB),) + words
+        cmd = ("source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _osb; printf '%%s\\n' \"${COMPREPLY[@]}\""
+               % (script, " ".join("'%s'" % w for w in words), len(words) - 1))
+        r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60,
+                           env=osbc.env())
+        assert r.returncode == 0, r.stderr
+        return set(r.stdout.split())
+    assert complete("sandbox", "g") == {"get"}
+    assert complete("sa") == {"sandbox"}
+    assert sandbox in complete("sandbox", "get", "")
+    assert sandbox in complete("exec", "")
+    assert complete("-o", "y") == {"yaml"}
+    assert complete("sandbox", "list", "-o", "") == {"table", "json", "yaml", "raw"}
+    assert "--image" in complete("sandbox", "create", "--i")
+    assert complete("config", "set", "connection.d") == {"connection.domain"}
+    # the same script from the official CLI's variable
+    env = dict(osbc.env(), _OSB_COMPLETE="bash_source")
+    r = subprocess.run([str(OSB)], capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 0 and r.stdout == script.read_text()
+    assert "compadd" in osbc.ok("completion", "zsh").out

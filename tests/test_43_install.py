@@ -202,10 +202,13 @@ def test_meson_install_puts_exactly_these_files(tmp_path):
     bindir = os.path.join(prefix, o["bindir"])
     sbindir = os.path.join(prefix, o["sbindir"])
     mandir = os.path.join(prefix, o["mandir"])
+    datadir = os.path.join(prefix, o["datadir"])
     want = {os.path.join(bindir, "osbfs"), os.path.join(bindir, "osb"),
             os.path.join(sbindir, "mount.fuse.osbfs"),
             os.path.join(mandir, "man1", "osbfs.1"), os.path.join(mandir, "man1", "osb.1"),
-            os.path.join(mandir, "man8", "mount.fuse.osbfs.8")}
+            os.path.join(mandir, "man8", "mount.fuse.osbfs.8"),
+            os.path.join(datadir, "bash-completion", "completions", "osb"),
+            os.path.join(datadir, "zsh", "site-functions", "_osb")}
     got = {os.path.join(d, f) for d, _, fs in os.walk(dest) for f in fs}
     assert got == want
     r = subprocess.run([os.path.join(bindir, "osbfs"), "--version"],

@@ -521,6 +521,27 @@ void cli_warn_key_exposed(const struct osb_cfgfile *f)
 			f->path, f->path);
 }
 
+/* `osb __complete WORD...`, what the completion scripts run on TAB:
+ * the connection from the environment and the settings file only (a
+ * typed --domain is a word being completed). Quiet: a failure offers
+ * nothing, and the shell offers file names. */
+static int complete_main(int argc, char **argv)
+{
+	struct osb_cli cli = { 0 };
+	struct osb_config cfg = { 0 };
+	struct osb_cfgfile file = { .use_server_proxy = -1 };
+	struct osb_error err;
+	char path[4096];
+	if (osb_cfgfile_default_path(path, sizeof(path)) == 0 &&
+	    osb_cfgfile_load(path, &file, &err) == 0)
+		osb_config_layer(&cfg, &file);
+	cli.cfg = &cfg;
+	cli.file = &file;
+	int status = cmd_complete(&cli, argc, argv);
+	osb_cfgfile_release(&file);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	struct globals g = { 0 };
@@ -530,6 +551,11 @@ int main(int argc, char **argv)
 	char path[4096];
 	int status, shift;
 
+	if (argc >= 2 && strcmp(argv[1], "__complete") == 0)
+		return complete_main(argc - 1, argv + 1);
+	status = cli_complete_env();
+	if (status >= 0)
+		return status;
 	cli.sandbox_id = getenv("OPEN_SANDBOX_ID");
 	cli.format = isatty(STDOUT_FILENO) ? CLI_TABLE : CLI_RAW;
 	cli.progress = isatty(STDERR_FILENO);

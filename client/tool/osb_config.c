@@ -168,6 +168,12 @@ static void say_keys(void)
 	fputc('\n', stderr);
 }
 
+void cli_print_config_keys(FILE *out)
+{
+	for (size_t i = 0; i < N_SET_KEYS; i++)
+		fprintf(out, "%s\n", set_keys[i].name);
+}
+
 int cmd_config_set(struct osb_cli *cli, int argc, char **argv)
 {
 	struct osb_error err;

@@ -267,6 +267,15 @@ const struct cli_cmd cli_cmds[] = {
 	  "osb config set defaults.timeout 30m\n",
 	  NULL },
 
+	{ NULL, "completion", cmd_completion, "bash|zsh",
+	  "Prints the shell's completion script: TAB then offers the\n"
+	  "groups, commands, options, -o's formats, config set's keys and the\n"
+	  "sandboxes' ids. `meson install` puts both where bash-completion\n"
+	  "and zsh look; _OSB_COMPLETE=bash_source osb prints it too, as the\n"
+	  "official CLI does.\n",
+	  "source <(osb completion bash)\n"
+	  "osb completion zsh > ~/.zfunc/_osb\n",
+	  NULL },
 	{ NULL, "exec", cmd_exec, "SANDBOX_ID [OPTIONS] -- COMMAND...",
 	  "The same as `osb command run`. Without SANDBOX_ID, the sandbox of\n"
 	  "-s or OPEN_SANDBOX_ID (and --timeout in milliseconds, as "
@@ -359,7 +368,7 @@ const struct cli_cmd cli_cmds[] = {
 };
 const size_t cli_ncmds = sizeof(cli_cmds) / sizeof(cli_cmds[0]);
 
-static const char global_help[] =
+const char cli_global_help[] =
 	"Global options (before the command):\n"
 	"  --domain HOST[:PORT]      the server (OPEN_SANDBOX_DOMAIN; default\n"
 	"                            localhost:8080)\n"
@@ -462,7 +471,7 @@ void cli_help_main(FILE *out)
 	fprintf(out,
 		"\n%s\nOlder spellings (the sandbox from -s ID or "
 		"OPEN_SANDBOX_ID):\n",
-		global_help);
+		cli_global_help);
 	for (size_t i = 0; i < cli_ncmds; i++)
 		if (!cli_cmds[i].help)
 			print_cmd_line(out, &cli_cmds[i]);

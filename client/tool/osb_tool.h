@@ -164,7 +164,20 @@ struct cli_progress *progress_start(struct osb_cli *cli, bool up,
 /* Stops it, ending the line. NULL-safe. */
 void progress_end(struct cli_progress *p);
 
+/* ---- completion (osb_complete.c) */
+/* `osb __complete WORD...`: the candidates for the last word, a line
+ * each. */
+int cmd_complete(struct osb_cli *cli, int argc, char **argv);
+/* _OSB_COMPLETE=bash_source|zsh_source prints the script (the official
+ * CLI's way): the status, or -1 when it is not set. */
+int cli_complete_env(void);
+/* The keys `config set` takes, a line each (osb_config.c). */
+void cli_print_config_keys(FILE *out);
+/* The global options' help (osb_help.c). */
+extern const char cli_global_help[];
+
 /* ---- commands */
+int cmd_completion(struct osb_cli *cli, int argc, char **argv);
 int cmd_create(struct osb_cli *cli, int argc, char **argv);
 int cmd_list(struct osb_cli *cli, int argc, char **argv);
 int cmd_info(struct osb_cli *cli, int argc, char **argv);
