@@ -472,6 +472,24 @@ int osb_ping(struct osb_sandbox *sb, struct osb_error *err)
 	return rc;
 }
 
+int osb_metrics_get(struct osb_sandbox *sb, struct osb_metrics *ret,
+		    struct osb_error *err)
+{
+	struct http_response rs = { 0 };
+	struct http_request rq = { .method = "GET",
+				   .path = "/metrics",
+				   .retry = HTTP_RETRY_IDEMPOTENT };
+	int rc = execd_call(sb, &rq, &rs, err);
+	if (!rc) {
+		rc = json_metrics(rs.body.data, rs.body.len, ret);
+		if (rc)
+			osb_error_set(err, rs.status, "",
+				      "GET /metrics: unexpected answer");
+	}
+	http_response_release(&rs);
+	return rc;
+}
+
 int osb_wait_ready(struct osb_sandbox *sb, long timeout_ms,
 		   struct osb_error *err)
 {

@@ -369,8 +369,23 @@ static void describe(const struct http_request *rq, char *buf, size_t size)
 		 rq->what ? "]" : "");
 }
 
-static int fail_http(const struct http_request *rq, struct http_response *rs,
-		     struct osb_error *err)
+/* What a lifecycle server's 401 asks of the user: a key, or another. */
+static const char *key_hint(const struct osb_client *c,
+			    const struct http_request *rq, int status)
+{
+	if (status != 401 || !rq->lifecycle)
+		return "";
+	return c->api_key ?
+		       " (the API key given was refused: check "
+		       "OPEN_SANDBOX_API_KEY, the api_key_file= option or "
+		       "osb's config)" :
+		       " (no API key was given: set OPEN_SANDBOX_API_KEY, or "
+		       "osbfs's api_key_file= option, or osb's --api-key or "
+		       "`osb config set connection.api_key KEY`)";
+}
+
+static int fail_http(const struct osb_client *c, const struct http_request *rq,
+		     struct http_response *rs, struct osb_error *err)
 {
 	char code[64] = "", msg[768] = "", where[1024];
 
@@ -378,9 +393,9 @@ static int fail_http(const struct http_request *rq, struct http_response *rs,
 			sizeof(msg));
 	describe(rq, where, sizeof(where));
 	int e = osb_errno_from_http(rs->status, code, msg);
-	osb_error_set(err, rs->status, code, "%s: HTTP %d%s%s%s%s", where,
-		      rs->status, *code ? " " : "", code, *msg ? ": " : "",
-		      msg);
+	osb_error_set(err, rs->status, code, "%s: HTTP %d%s%s%s%s%s", where,
+		      rs->status, *code ? " " : "", code, *msg ? ": " : "", msg,
+		      key_hint(c, rq, rs->status));
 	return -e;
 }
 
@@ -549,7 +564,7 @@ int http_call(struct osb_client *c, const struct http_request *rq,
 		} else if (rs->status >= 200 && rs->status < 300) {
 			return 0;
 		} else {
-			ret = fail_http(rq, rs, err);
+			ret = fail_http(c, rq, rs, err);
 			/* a 500 that names no cause we know (not ENOENT,
 			 * EACCES, ...) is an internal hiccup: worth another
 			 * try when the call is idempotent */

@@ -534,6 +534,31 @@ int json_renew_response(const char *body, size_t len, time_t *ret)
 	return rc;
 }
 
+static bool get_num(const cJSON *o, const char *name, double *ret)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+		return false;
+	*ret = v->valuedouble;
+	return true;
+}
+
+int json_metrics(const char *body, size_t len, struct osb_metrics *ret)
+{
+	cJSON *root = parse(body, len);
+	struct osb_metrics m;
+	bool ok = get_num(root, "cpu_count", &m.cpu_count) &&
+		  get_num(root, "cpu_used_pct", &m.cpu_used_pct) &&
+		  get_num(root, "mem_total_mib", &m.mem_total_mib) &&
+		  get_num(root, "mem_used_mib", &m.mem_used_mib) &&
+		  get_i64(root, "timestamp", &m.timestamp_ms);
+	cJSON_Delete(root);
+	if (!ok)
+		return -EPROTO;
+	*ret = m;
+	return 0;
+}
+
 int json_endpoint(const char *body, size_t len, const char *scheme,
 		  struct osb_endpoint *ret)
 {

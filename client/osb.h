@@ -423,6 +423,20 @@ int osb_ping(struct osb_sandbox *sb, struct osb_error *err);
 int osb_wait_ready(struct osb_sandbox *sb, long timeout_ms,
 		   struct osb_error *err);
 
+/* What execd's GET /metrics says of the sandbox's machine (execd takes
+ * about a second to answer: it samples the CPU for one). */
+struct osb_metrics {
+	double cpu_count;     /* cores */
+	double cpu_used_pct;  /* 0..100 */
+	double mem_total_mib; /* MiB */
+	double mem_used_mib;
+	int64_t timestamp_ms; /* when sampled, Unix milliseconds */
+};
+/* GET /metrics (one request, retried as a GET). -EPROTO for an answer
+ * without these five numbers. */
+int osb_metrics_get(struct osb_sandbox *sb, struct osb_metrics *ret,
+		    struct osb_error *err);
+
 /* ------------------------------------------------------------------ */
 /* Files */
 

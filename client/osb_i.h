@@ -242,6 +242,7 @@ int json_sandbox_list(const char *body, size_t len,
 char *json_create_request(const struct osb_create_params *p);
 char *json_renew_request(time_t expires_at);
 int json_renew_response(const char *body, size_t len, time_t *ret);
+int json_metrics(const char *body, size_t len, struct osb_metrics *ret);
 int json_endpoint(const char *body, size_t len, const char *scheme,
 		  struct osb_endpoint *ret);
 

@@ -192,9 +192,35 @@ static void test_policy(void)
 	}
 }
 
+/* execd's GET /metrics, as its Go model marshals it */
+static void test_metrics(void)
+{
+	static const char good[] =
+		"{\"cpu_count\":4,\"cpu_used_pct\":45.5,\"mem_total_mib\":8192,"
+		"\"mem_used_mib\":4096.25,\"timestamp\":1700000000000}";
+	struct osb_metrics m = { 0 };
+	CHECK(json_metrics(good, sizeof(good) - 1, &m) == 0, "metrics");
+	CHECK(m.cpu_count == 4 && m.cpu_used_pct == 45.5 &&
+		      m.mem_total_mib == 8192 && m.mem_used_mib == 4096.25 &&
+		      m.timestamp_ms == 1700000000000LL,
+	      "metrics values");
+	static const char *const bad[] = {
+		"{\"cpu_count\":4,\"cpu_used_pct\":1,\"mem_total_mib\":2,"
+		"\"mem_used_mib\":1}",
+		"{\"cpu_count\":\"4\",\"cpu_used_pct\":1,\"mem_total_mib\":2,"
+		"\"mem_used_mib\":1,\"timestamp\":1}",
+		"[]",
+		"",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(json_metrics(bad[i], strlen(bad[i]), &m) == -EPROTO,
+		      "refused: %s", bad[i]);
+}
+
 int main(void)
 {
 	test_policy();
+	test_metrics();
 	test_pieces();
 	test_answers();
 	test_caps();

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from osbhelp import W, Osb, egress_policy, sandbox_record
-from osbtest import http_request
+from osbtest import execd_routes, http_request
 
 IMG = ["--image", "python:3.11", "--entrypoint", "tail", "--entrypoint", "-f", "--entrypoint", "/dev/null"]
 
@@ -438,3 +438,49 @@ def test_host_endpoint_style(make_server):
     o = Osb(s, sid)
     o.ok("mkdir", W + "/h")
     assert o.ok("ls", W).lines() == ["h"]
+
+
+# ---------------------------------------------------------------- health, metrics
+
+def test_sandbox_health(server, osbc, sandbox):
+    server.reset_stats()
+    res = osbc.run("sandbox", "health", sandbox)
+    assert (res.rc, res.out, res.err) == (0, "sandbox %s is healthy\n" % sandbox, ""), res.describe()
+    assert execd_routes(server, sandbox) == {"GET /ping": 1}
+    d = json.loads(osbc.ok("sandbox", "health", sandbox, "-o", "json").out)
+    assert d == {"sandbox_id": sandbox, "healthy": True, "state": "Running", "error": None}
+    assert osbc.ok("sandbox", "health", sandbox, "-q").out == ""
+
+
+def test_a_paused_sandbox_is_unhealthy_at_once(server, osbc, sandbox):
+    osbc.ok("sandbox", "pause", sandbox)
+    server.reset_stats()
+    res = osbc.run("sandbox", "health", sandbox)
+    assert (res.rc, res.out) == (1, ""), res.describe()
+    assert res.err == "osb: sandbox %s is unhealthy: it is Paused, not Running\n" % sandbox
+    assert execd_routes(server, sandbox) == {}  # execd is not asked
+    res = osbc.run("sandbox", "health", sandbox, "-o", "json")
+    assert res.rc == 1 and json.loads(res.out)["healthy"] is False, res.describe()
+
+
+def test_health_of_no_sandbox_is_an_error(osbc):
+    res = osbc.run("sandbox", "health", "no-such-sandbox")
+    assert res.rc == 1 and res.out == "" and "no-such-sandbox" in res.err and "404" in res.err, res.describe()
+
+
+def test_sandbox_metrics(server, osbc, sandbox):
+    server.reset_stats()
+    t0 = time.time()
+    d = json.loads(osbc.ok("sandbox", "metrics", sandbox, "-o", "json").out)
+    assert execd_routes(server, sandbox) == {"GET /metrics": 1}
+    # the official SDKs' names for execd's numbers
+    assert set(d) == {"cpu_count", "cpu_used_percentage", "memory_total_in_mib", "memory_used_in_mib",
+                      "timestamp"}
+    assert d["cpu_count"] >= 1 and 0 <= d["cpu_used_percentage"] <= 100
+    assert 0 < d["memory_used_in_mib"] <= d["memory_total_in_mib"]
+    assert abs(d["timestamp"] / 1000 - t0) < 60
+    rows = osbc.ok("sandbox", "metrics", sandbox, "-o", "table").lines()
+    assert rows[0].split() == ["KEY", "VALUE"] and rows[1].split()[0] == "cpu_count"
+    raw = osbc.ok("sandbox", "metrics", sandbox).lines()
+    assert [l.split(": ")[0] for l in raw] == ["cpu_count", "cpu_used_percentage", "memory_total_in_mib",
+                                               "memory_used_in_mib", "timestamp"]

@@ -74,10 +74,24 @@ def test_server_down_for_sandbox_commands(make_server, args):
     assert res.err.startswith("osb: sb1: GET http://127.0.0.1:%d/v1/sandboxes/sb1/endpoints/44772: " % s.port)
 
 
-def test_paused_sandbox_times_out(server, osb, sandbox):
-    # a paused sandbox's execd accepts connections and never answers
+def test_a_paused_sandbox_is_resumed_first(server, osb, sandbox):
+    # a paused sandbox's execd accepts connections and never answers: its
+    # state, asked beside the endpoint, has osb resume it, as a mount does
     server.request("POST", "/v1/sandboxes/%s/pause" % sandbox)
-    res = osb.fails("--request-timeout", "1", "ls", "/")
+    res = osb.run("--request-timeout", "5", "exec", "--", "echo", "hi")
+    assert res.rc == 0 and res.out == "hi\n", res.describe()
+    assert res.err == "osb: sandbox %s is paused: resuming it\n" % sandbox, res.describe()
+    assert res.seconds < 5, res.describe()
+    st, _, b = server.request("GET", "/v1/sandboxes/%s" % sandbox)
+    assert st == 200 and b["status"]["state"] == "Running", b
+
+
+def test_a_hanging_execd_times_out(server, osb, sandbox):
+    server.set_faults(path="/directories/list", kinds=["delay"], delay_ms=8000, rate=1.0)
+    try:
+        res = osb.fails("--request-timeout", "1", "ls", "/")
+    finally:
+        server.clear_faults()
     assert res.err.startswith("osb: ls: GET %s/directories/list [/]: " % server.execd_url(sandbox)), res.describe()
     assert "Operation timed out" in res.err and "(2 attempts)" in res.err, res.describe()
     # one retry, then a hang is a hang
@@ -103,7 +117,9 @@ def test_wrong_key(keyed):
     s, _ = keyed
     wrong = "wrong-" + uuid.uuid4().hex
     res = Osb(s, api_key=wrong).fails("list")
-    assert res.err == "osb: list: GET %s/v1/sandboxes: HTTP 401 INVALID_API_KEY: Invalid API key.\n" % s.url
+    assert res.err == ("osb: list: GET %s/v1/sandboxes: HTTP 401 INVALID_API_KEY: Invalid API key."
+                       " (the API key given was refused: check OPEN_SANDBOX_API_KEY, the"
+                       " api_key_file= option or osb's config)\n" % s.url)
     assert wrong not in res.err
 
 
@@ -111,6 +127,9 @@ def test_missing_key(keyed):
     s, _ = keyed
     res = Osb(s, api_key="").fails("list")
     assert "HTTP 401 MISSING_API_KEY" in res.err, res.describe()
+    # the fix is named: where a key comes from
+    assert "no API key was given" in res.err and "OPEN_SANDBOX_API_KEY" in res.err, res.describe()
+    assert "--api-key" in res.err and "connection.api_key" in res.err, res.describe()
 
 
 def test_wrong_key_from_a_file(keyed, workdir):

@@ -3,6 +3,7 @@ egress, config; exec ID -- CMD), its global options, -o json, the settings
 file (~/.opensandbox/config.toml) that osb and osbfs read, and the progress
 line of transfers on a terminal."""
 
+import calendar
 import json
 import os
 import pty
@@ -33,6 +34,15 @@ def js(res):
     return json.loads(res.out)
 
 
+def utc(stamp):
+    return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S"))
+
+
+def ttl(sb):
+    """A sandbox record's TTL in seconds (its expiry less its creation)."""
+    return utc(sb["expires_at"]) - utc(sb["created_at"])
+
+
 @pytest.fixture
 def home(tmp_path):
     """A HOME of its own (for ~/.opensandbox/config.toml)."""
@@ -56,10 +66,10 @@ def write_cfg(home, text):
 # ---------------------------------------------------------------- help, version, usage
 
 GROUPS = {
-    "sandbox": ["create", "list", "get", "kill", "pause", "resume", "renew", "endpoint"],
+    "sandbox": ["create", "list", "get", "kill", "pause", "resume", "renew", "endpoint", "health", "metrics"],
     "command": ["run", "status", "logs", "interrupt", "session"],
     "file": ["cat", "write", "upload", "download", "rm", "mv", "mkdir", "rmdir", "search", "info",
-             "chmod", "replace"],
+             "chmod", "replace", "ls"],
     "egress": ["get", "patch"],
     "config": ["init", "show", "set"],
 }
@@ -87,7 +97,7 @@ def test_version(osbc):
 
 @pytest.mark.parametrize("args, err", [
     (["sandbox", "frob"], 'osb: unknown command "sandbox frob" (osb --help for usage)\n'),
-    (["-o", "yaml", "sandbox", "list"], 'osb: -o takes table, json or raw, not "yaml" (osb --help for usage)\n'),
+    (["-o", "xml", "sandbox", "list"], 'osb: -o takes table, json, yaml or raw, not "xml" (osb --help for usage)\n'),
     (["sandbox", "renew", "abc", "--timeout", "soon"], "osb: bad timeout soon (osb --help for usage)\n"),
     (["command", "run", "a", "b", "--", "true"], "osb: usage: osb run SANDBOX_ID [OPTIONS] -- COMMAND... "
                                                  "(osb --help for usage)\n"),
@@ -105,13 +115,15 @@ def test_sandbox_create_json_get_list_kill(server, osbc, cleanup_sandboxes):
     res = osbc.run("sandbox", "create", *IMG, "--timeout", "30m", "-m", "run=cli16", "-o", "json")
     d = js(res)
     cleanup_sandboxes.append(d["id"])
-    assert d["image"] == "python:3.11" and d["status"] == "Running" and d["timeout"] == 1800
+    assert d["image"] == "python:3.11" and d["status"]["state"] == "Running" and ttl(d) == 1800
     sid = d["id"]
     g = js(osbc.run("sandbox", "get", sid, "-o", "json"))
     assert g["id"] == sid and g["status"]["state"] == "Running"
     assert g["entrypoint"] == ["tail", "-f", "/dev/null"] and g["metadata"] == {"run": "cli16"}
     lst = js(osbc.run("-o", "json", "sandbox", "list", "--metadata", "run=cli16"))
     assert [i["id"] for i in lst["items"]] == [sid] and lst["pagination"]["page"] >= 0
+    # one shape for a sandbox: create, get and list say the same
+    assert d == g == lst["items"][0], (d, g, lst)
     table = osbc.ok("sandbox", "list", "-m", "run=cli16", "-o", "table").lines()
     assert table[0].split() == ["ID", "STATUS", "IMAGE", "CREATED_AT", "EXPIRES_AT"]
     assert table[1].split()[:3] == [sid, "Running", "python:3.11"]
@@ -146,7 +158,7 @@ def test_sandbox_create_takes_the_defaults_of_the_settings_file(server, osbc, cl
     d = js(osbc.run("sandbox", "create", "-o", "json", env={"HOME": str(home)}))
     cleanup_sandboxes.append(d["id"])
     b = server.request("GET", "/v1/sandboxes/" + d["id"])[2]
-    assert b["image"] == {"uri": "python:3.11"} and d["timeout"] == 900
+    assert b["image"] == {"uri": "python:3.11"} and ttl(d) == 900
 
 
 # ---------------------------------------------------------------- command, exec
@@ -326,7 +338,7 @@ def test_config_init_set_show(osbc, home):
     res = osbc.run("config", "set", "connection.request_timeout", "soon", env=env)
     assert res.rc == 1 and "must be a positive integer" in res.err
     d = js(osbc.run("config", "show", "-o", "json", env=env))
-    assert d["api_key"] == "ab******12" and "abcdefgh12" not in json.dumps(d)
+    assert d["api_key"] == "ab*******2" and "abcdefgh12" not in json.dumps(d)
     assert (d["domain"], d["request_timeout"], d["default_timeout"]) == ("example.org:9", 45, "20m")
     assert d["config_path"] == str(p) and d["config_file_exists"] is True
     osbc.ok("--config", str(home / "other.toml"), "config", "set", "defaults.image", "x:1")
@@ -501,3 +513,243 @@ def test_sandbox_create_short_options(server, osbc, cleanup_sandboxes):
     b = server.request("GET", "/v1/sandboxes/" + sid)[2]
     assert b["image"] == {"uri": "python:3.11"} and b["metadata"] == {"k": "v"}
     assert server.run(sid, 'echo "$A"')[:2] == (0, "1\n")
+
+
+# ---------------------------------------------------------------- config: the key masked, keys checked
+
+@pytest.mark.parametrize("key, shown", [("k", "*"), ("ab", "**"), ("abc", "a**"), ("trustey", "t*****y"),
+                                        ("abcdefgh12", "ab*******2"), ("abcdefghijkl", "ab********kl"),
+                                        ("a" * 40 + "wxyz", "aa" + "*" * 40 + "yz")])
+def test_the_key_is_masked(osbc, home, key, shown):
+    d = js(osbc.run("config", "show", "-o", "json", env={"HOME": str(home), "OPEN_SANDBOX_API_KEY": key}))
+    assert d["api_key"] == shown
+    visible = sum(1 for c in shown if c != "*")
+    assert visible <= 4 and 3 * visible <= len(key)
+
+
+@pytest.mark.parametrize("key, value, err", [
+    ("connection.domian", "x:1", 'osb: config set: no key "connection.domian"\nosb: the keys are '
+     "connection.api_key, connection.domain, connection.protocol, connection.request_timeout, "
+     "connection.use_server_proxy, defaults.image, defaults.timeout, output.color\n"),
+    ("image", "x", 'osb: config set: no key "image"\n'),
+    ("connection.protocol", "ftp", "osb: config set: connection.protocol must be http or https\n"),
+    ("connection.domain", "exa mple.org", "osb: config set: connection.domain must be one word, without white "
+     "space\n"),
+    ("defaults.timeout", "soon", "osb: config set: defaults.timeout must be a duration (90s, 10m, 1h30m) or "
+     "none\n"),
+    ("connection.use_server_proxy", "maybe", "osb: config set: connection.use_server_proxy must be true or "
+     "false\n"),
+    ("output.color", "blue", "osb: config set: output.color must be true or false\n"),
+    ("connection.request_timeout", "-3", "osb: connection.request_timeout must be a positive integer\n"),
+])
+def test_config_set_checks_keys_and_values(osbc, home, key, value, err):
+    env = {"HOME": str(home)}
+    osbc.ok("config", "init", env=env)
+    before = cfg_path(home).read_text()
+    res = osbc.run("config", "set", key, value, env=env)
+    assert res.rc == 1 and res.out == "" and res.err.startswith(err), res.describe()
+    assert cfg_path(home).read_text() == before
+
+
+def test_config_set_takes_the_official_clis_keys(osbc, home):
+    env = {"HOME": str(home)}
+    for key, value in (("connection.protocol", "https"), ("defaults.timeout", "none"), ("output.color", "false"),
+                       ("connection.use_server_proxy", "true"), ("defaults.image", "python:3.12")):
+        osbc.ok("config", "set", key, value, env=env)
+    text = cfg_path(home).read_text()
+    assert 'protocol = "https"' in text and 'timeout = "none"' in text and "[output]\ncolor = false" in text
+    d = js(osbc.run("config", "show", "-o", "json", env=env))
+    assert (d["protocol"], d["use_server_proxy"], d["default_image"]) == ("https", True, "python:3.12")
+
+
+# ---------------------------------------------------------------- -o yaml, -o raw
+
+def yaml_load(text):
+    """The YAML osb writes (block mappings and sequences, plain and
+    double-quoted scalars, {} and []) as Python values; stdlib only, and
+    strict: anything else fails the test."""
+    lines = [l for l in text.split("\n") if l.strip()]
+    pos = [0]
+
+    def scalar(s):
+        if s.startswith('"'):
+            v, end = json.JSONDecoder().raw_decode(s)
+            assert end == len(s), s
+            return v
+        if s in ("{}", "[]", "null", "true", "false") or re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", s):
+            return json.loads(s)
+        assert re.fullmatch(r"[A-Za-z/][A-Za-z0-9_./:@+=-]*", s), "not plain: %r" % s
+        return s
+
+    def key_rest(s):
+        if s.startswith('"'):
+            k, end = json.JSONDecoder().raw_decode(s)
+            assert s[end] == ":", s
+            return k, s[end + 1:].strip()
+        m = re.match(r"([^\s:]+):(?: (.*))?$", s)
+        assert m, "not a key: %r" % s
+        return scalar(m.group(1)), (m.group(2) or "").strip()
+
+    def node(indent):
+        line = lines[pos[0]]
+        assert len(line) - len(line.lstrip()) == indent, (indent, line)
+        if line.strip().startswith("- ") or line.strip() == "-":
+            out = []
+            while pos[0] < len(lines) and lines[pos[0]].startswith(" " * indent + "- "):
+                rest = lines[pos[0]][indent + 2:]
+                if rest.startswith("- ") or (":" in rest and not rest.startswith('"')) or \
+                        re.match(r'"[^"]*":', rest):
+                    lines[pos[0]] = " " * (indent + 2) + rest
+                    out.append(node(indent + 2))
+                else:
+                    out.append(scalar(rest))
+                    pos[0] += 1
+            return out
+        out = {}
+        while pos[0] < len(lines):
+            line = lines[pos[0]]
+            if len(line) - len(line.lstrip()) != indent or line.strip().startswith("- "):
+                break
+            k, rest = key_rest(line.strip())
+            pos[0] += 1
+            out[k] = scalar(rest) if rest else node(indent + 2)
+        return out
+
+    if len(lines) == 1 and ":" not in lines[0]:
+        return scalar(lines[0])
+    v = node(0)
+    assert pos[0] == len(lines), "left over: %r" % lines[pos[0]:]
+    return v
+
+
+@pytest.mark.parametrize("words", [["sandbox", "get", "{sid}"], ["sandbox", "list", "-m", "run=yaml16"],
+                                   ["file", "info", "{sid}", W + "/odd", W], ["file", "ls", "{sid}", W],
+                                   ["sandbox", "health", "{sid}"], ["config", "show"]])
+def test_yaml_says_what_json_says(server, osbc, cleanup_sandboxes, home, words):
+    sid = osbc.ok("sandbox", "create", *IMG, "-m", "run=yaml16", "-m", "n=true", "-m", "x1=0.5").out.strip()
+    cleanup_sandboxes.append(sid)
+    # a name of the sandbox that no plain scalar may carry
+    code, _, err = server.run(sid, "touch %s/\"$(printf 'odd\\033]0;x\\007: # - \\nname')\"; "
+                                   "ln -s \"$(printf 'odd\\033]0;x\\007: # - \\nname')\" %s/odd" % (W, W))
+    assert code == 0, err
+    env = {"HOME": str(home)}
+    args = [w.format(sid=sid) for w in words]
+    want = js(osbc.run(*args, "-o", "json", env=env))
+    res = osbc.run(*args, "-o", "yaml", env=env)
+    assert res.rc == 0 and "\x1b" not in res.out, res.describe()
+    assert yaml_load(res.out) == want, res.out
+
+
+def test_create_in_yaml_is_get_in_json(osbc, cleanup_sandboxes):
+    res = osbc.run("sandbox", "create", *IMG, "-t", "15m", "-o", "yaml")
+    assert res.rc == 0, res.describe()
+    d = yaml_load(res.out)
+    cleanup_sandboxes.append(d["id"])
+    assert d == js(osbc.run("sandbox", "get", d["id"], "-o", "json")) and ttl(d) == 900
+
+
+def test_yaml_of_a_metadata_that_looks_like_another_type(osbc, cleanup_sandboxes):
+    sid = osbc.ok("sandbox", "create", *IMG, "-m", "n=true", "-m", "x1=0.5", "-m", "y=null").out.strip()
+    cleanup_sandboxes.append(sid)
+    out = osbc.ok("sandbox", "get", sid, "-o", "yaml").out
+    assert '  "n": "true"\n' in out and '  x1: "0.5"\n' in out and '  "y": "null"\n' in out, out
+    assert 'created_at: "20' in out, out
+
+
+def test_config_show_raw_is_raw(osbc, home):
+    env = {"HOME": str(home), "OPEN_SANDBOX_API_KEY": "0123456789abcdef", "OPEN_SANDBOX_DOMAIN": "example.org:9"}
+    out = osbc.ok("config", "show", "-o", "raw", env=env).out
+    lines = out.splitlines()
+    assert "KEY" not in out and lines[0] == "api_key: 01************ef", out
+    assert "domain: example.org:9" in lines and "default_image:" in lines, out
+    table = osbc.ok("config", "show", "-o", "table", env=env).lines()
+    assert table[0].split() == ["KEY", "VALUE"] and table[1].split() == ["api_key", "01************ef"]
+
+
+# ---------------------------------------------------------------- help
+
+def all_commands(osbc):
+    """Every command `osb --help` lists: (words, is_older_spelling)."""
+    out = osbc.ok("--help").out
+    head, older = out.split("Older spellings", 1)
+    cmds = []
+    for part, old in ((head, False), (older, True)):
+        for line in part.splitlines():
+            m = re.match(r"  osb ((?:sandbox|command|file|egress|config) )?([a-z]+)", line)
+            if m:
+                words = (m.group(1) or "").split() + [m.group(2)]
+                if (words, old) not in cmds:
+                    cmds.append((words, old))
+    return cmds
+
+
+def test_every_command_has_help_with_examples(osbc):
+    cmds = all_commands(osbc)
+    assert len(cmds) > 60, cmds
+    for words, old in cmds:
+        if words[0] in GROUPS and len(words) == 1:
+            continue  # the older `osb egress`: its group's help, below
+        out = osbc.ok(*words, "--help").out
+        assert out.startswith("usage:\n  osb %s" % " ".join(words)), out
+        ex = out.split("\nExamples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+        assert ex and all(l.startswith("  ") for l in ex), (words, out)
+        if not old:
+            # each example is a use of the command itself
+            pat = r"\bosb (-s \$ID )?%s\b" % re.escape(" ".join(words))
+            assert all(re.search(pat, l) for l in ex), (words, ex)
+    for group in GROUPS:
+        out = osbc.ok(group, "--help").out
+        assert "\nExamples:\n" in out and "  osb %s %s " % (group, GROUPS[group][0]) in out, out
+    assert "\nExamples:\n  osb config init" in osbc.ok("--help").out
+
+
+@pytest.mark.parametrize("args", [["exec", "abc", "--help"], ["exec", "abc", "-h"],
+                                  ["command", "run", "abc", "--help"],
+                                  ["command", "session", "run", "abc", "s1", "--help"]])
+def test_help_of_a_command_that_runs_words(server, osbc, args):
+    server.reset_stats()
+    res = osbc.ok(*args)
+    assert res.out.startswith("usage:\n  osb %s" % " ".join(args[:2] if args[0] == "command" else args[:1])), \
+        res.describe()
+    assert "\nExamples:\n" in res.out
+    assert server.stats().get("sandboxes", {}) == {}
+
+
+def test_file_ls_in_the_official_grammar(server, osbc, sandbox):
+    server.write_file(sandbox, W + "/d/a.txt", b"a")
+    server.write_file(sandbox, W + "/d/sub/b.txt", b"bb")
+    assert osbc.ok("file", "ls", sandbox, W + "/d").lines() == ["a.txt", "sub"]
+    assert osbc.ok("ls", sandbox, W + "/d").lines() == ["a.txt", "sub"]
+    assert sorted(osbc.ok("file", "ls", sandbox, W + "/d", "-R").lines()) == ["a.txt", "sub", "sub/b.txt"]
+    long = osbc.ok("file", "ls", sandbox, W + "/d", "-l").lines()
+    assert long[0].startswith("-rw") and long[0].endswith(" a.txt") and long[1].startswith("d"), long
+    rows = js(osbc.run("file", "ls", sandbox, W + "/d", "-o", "json"))
+    assert [(r["path"], r["type"], r["size"]) for r in rows] == [(W + "/d/a.txt", "file", 1),
+                                                                   (W + "/d/sub", "directory", rows[1]["size"])]
+
+
+def test_bash_completion_offers_commands_options_and_ids(server, osbc, sandbox, tmp_path):
+    script = tmp_path / "osb.bash"
+    script.write_text(osbc.ok("completion", "bash").out)
+
+    def complete(*words):
+        words = (str(OSB),) + words
+        cmd = ("source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _osb; printf '%%s\\n' \"${COMPREPLY[@]}\""
+               % (script, " ".join("'%s'" % w for w in words), len(words) - 1))
+        r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60,
+                           env=osbc.env())
+        assert r.returncode == 0, r.stderr
+        return set(r.stdout.split())
+    assert complete("sandbox", "g") == {"get"}
+    assert complete("sa") == {"sandbox"}
+    assert sandbox in complete("sandbox", "get", "")
+    assert sandbox in complete("exec", "")
+    assert complete("-o", "y") == {"yaml"}
+    assert complete("sandbox", "list", "-o", "") == {"table", "json", "yaml", "raw"}
+    assert "--image" in complete("sandbox", "create", "--i")
+    assert complete("config", "set", "connection.d") == {"connection.domain"}
+    # the same script from the official CLI's variable
+    env = dict(osbc.env(), _OSB_COMPLETE="bash_source")
+    r = subprocess.run([str(OSB)], capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 0 and r.stdout == script.read_text()
+    assert "compadd" in osbc.ok("completion", "zsh").out

@@ -47,6 +47,7 @@ def test_wrong_key(server, tmp_path):
 def test_missing_key(server, tmp_path):
     lines, _ = failed_mount(server, tmp_path, sandbox_id="abc", api_key="")
     assert len(lines) == 1 and "MISSING_API_KEY" in lines[0], lines
+    assert "OPEN_SANDBOX_API_KEY" in lines[0] and "api_key_file=" in lines[0], lines
 
 
 def test_unknown_sandbox(server, tmp_path):

@@ -211,6 +211,16 @@ def test_info_describes_the_sandbox(mount, server):
     assert i["pid"] == mount.proc.pid
     assert i["jobs"] == {"running": 0, "total": 0}
     assert i["last_error"] is None
+    assert i["server_silent_s"] == 0
+
+
+def test_info_has_one_key_a_line(mount):
+    text = read(osb(mount, "info"))
+    i = json.loads(text)
+    lines = text.splitlines()
+    assert lines[0] == "{" and lines[-1] == "}", text
+    for key in i:  # each top-level key starts a line of its own
+        assert sum(1 for l in lines if l.startswith('\t"%s":' % key)) == 1, (key, text)
 
 
 def test_no_secret_in_any_control_file(mount, server):
@@ -618,6 +628,13 @@ def test_egress_bad_input_is_einval(make_mount, server, make_sandbox):
                 '{"policy": {"egress": []}}', '{"defaultAction": "allow", "egress": [{"target": "x"}]}'):
         expect_errno(errno.EINVAL, write, osb(m, "egress"), bad)
     assert "egress" in last_error(m)
+    # a bad line is named, with what is wrong with it
+    for bad, why in (("permit example.com", "first word is not allow"),
+                     ("allow", "names no host"), ("deny a b", "one host a line"),
+                     ("default maybe", "default wants allow or deny")):
+        expect_errno(errno.EINVAL, write, osb(m, "egress"), bad + "\n")
+        err = last_error(m)
+        assert '"%s"' % bad in err and why in err, err
     # an unfinished JSON array fails when the file is closed
     expect_errno(errno.EINVAL, write, osb(m, "egress"), '[{"action":"allow",')
     assert sidecar_policy(server, sid)["egress"] == POLICY["egress"]

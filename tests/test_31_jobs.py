@@ -181,6 +181,41 @@ def test_ctrl_c_interrupts_a_wait_read_not_the_job(mount):
         kill_quietly(mount, jid)
 
 
+def test_wait_all_blocks_until_every_job_running_at_its_open_ends(make_mount):
+    m = make_mount()
+    assert read(osb(m, "jobs", "wait-all")) == ""  # none runs: at once
+    os.mkdir(osb(m, "jobs", "named"))  # made, no command: not waited for
+    a = start(m, "sleep 1; exit 2")
+    b = start(m, "sleep 3")
+    t0 = time.monotonic()
+    with open(osb(m, "jobs", "wait-all")) as f:
+        later = start(m, "sleep 30")  # started after the open: not waited for
+        try:
+            out = f.read()
+        finally:
+            kill_quietly(m, later)
+    assert time.monotonic() - t0 >= 2, out
+    assert sorted(out.splitlines()) == sorted(["%s exited 2" % a, "%s exited 0" % b]), out
+    assert status(m, b) == "exited 0"
+    # not listed, as a job's wait is not: a walker never blocks on it
+    assert "wait-all" not in os.listdir(osb(m, "jobs"))
+    expect_errno(errno.EEXIST, os.mkdir, osb(m, "jobs", "wait-all"))
+
+
+def test_ctrl_c_interrupts_a_wait_all_read_not_the_jobs(make_mount):
+    m = make_mount()
+    jid = start(m, "sleep 60")
+    try:
+        cat = subprocess.Popen(["cat", osb(m, "jobs", "wait-all")])
+        time.sleep(0.5)
+        assert cat.poll() is None
+        cat.send_signal(signal.SIGINT)
+        assert cat.wait(10) == -signal.SIGINT
+        assert status(m, jid) == "running"
+    finally:
+        kill_quietly(m, jid)
+
+
 # ---- signals ----
 
 def test_kill_stops_a_job_with_sigterm(mount):

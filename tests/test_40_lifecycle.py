@@ -156,6 +156,57 @@ def test_idle_pause_then_transparent_resume(server, make_mount):
     assert info(m)["state"] == "Running"
 
 
+def paused_after(server, m, access):
+    """Pauses @m's sandbox through .osb/ctl, waits past attr_timeout and
+    dir_timeout (1 s), does @access: whether the sandbox is still paused."""
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("pause\n")
+    assert state(server, m.sandbox_id) == "Paused"
+    time.sleep(1.5)
+    access()
+    still = state(server, m.sandbox_id) == "Paused"
+    if still:
+        with open(m.p(".osb", "ctl"), "w") as f:
+            f.write("resume\n")
+    return still
+
+
+@pytest.mark.parametrize("access,resumes", [
+    ("stat the mount's root", True), ("list the mount's root", True),
+    ("read a cached file", True), ("read .osb/info, log and README", False),
+    ("list .osb/jobs", False),
+])
+def test_what_resumes_a_paused_sandbox_as_readme_says(server, make_mount, access, resumes):
+    m = make_mount()
+    with open(m.p("f"), "w") as f:
+        f.write("x")
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+    assert open(m.p("f")).read() == "x"
+    do = {"stat the mount's root": lambda: os.stat(m.p()),
+          "list the mount's root": lambda: os.listdir(m.p()),
+          "read a cached file": lambda: open(m.p("f")).read(),
+          "read .osb/info, log and README": lambda: [open(m.p(".osb", n)).read()
+                                                     for n in ("info", "log", "README")],
+          "list .osb/jobs": lambda: os.listdir(m.p(".osb", "jobs"))}[access]
+    assert paused_after(server, m, do) is not resumes
+
+
+def test_a_pause_lasts_while_only_fresh_caches_are_read(server, make_mount):
+    m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h"])
+    with open(m.p("f"), "w") as f:
+        f.write("x")
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+    assert open(m.p("f")).read() == "x" and "f" in os.listdir(m.p())
+
+    def cached():
+        os.stat(m.p())
+        assert "f" in os.listdir(m.p())
+        assert open(m.p("f")).read() == "x"
+    assert paused_after(server, m, cached)
+
+
 def test_job_resumes_paused_sandbox_and_keeps_it_awake(server, make_mount):
     m = make_mount(options=["idle_pause=1s"])
     sid = m.sandbox_id

@@ -6,6 +6,7 @@ dir is taken (test_44 has mounts sharing one)."""
 
 import fcntl
 import os
+import re
 import shlex
 import subprocess
 
@@ -72,6 +73,26 @@ def test_osbfs_u_shows_progress_when_uploads_take_a_while(make_mount, server):
     lines = r.stderr.splitlines()
     assert "uploading to sandbox %s: 1 file(s), 4 bytes to go" % m.sandbox_id in lines[0]
     assert lines[-1].endswith("sandbox %s has every file written" % m.sandbox_id)
+    assert server.read_file(m.sandbox_id, m.spath("slow.txt")) == b"slow"
+    assert reap(m) == 0
+
+
+def test_osbfs_u_says_since_when_a_silent_server_has_not_answered(make_mount, server):
+    # its upload hangs 12 s without a sign of life; stderr is a pipe: a
+    # line only when what it says changes, not the same line again
+    m = make_mount(options=["writeback_delay=600s"])
+    write_files(m, {"slow.txt": b"slow"})
+    server.set_faults(path="/files/upload", kinds=["delay"], delay_ms=12000, rate=1.0)
+    try:
+        r = osbfs_u(m)
+    finally:
+        server.clear_faults()
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stderr.splitlines() if "uploading to sandbox" in l]
+    assert len(lines) == 2, r.stderr
+    assert "1 file(s), 4 bytes to go" in lines[0] and "server" not in lines[0], lines
+    assert re.search(r"; the server has not answered since \d\d:\d\d:\d\d \(\d+ s\)$",
+                     lines[1]), lines
     assert server.read_file(m.sandbox_id, m.spath("slow.txt")) == b"slow"
     assert reap(m) == 0
 

@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -201,10 +202,13 @@ def test_meson_install_puts_exactly_these_files(tmp_path):
     bindir = os.path.join(prefix, o["bindir"])
     sbindir = os.path.join(prefix, o["sbindir"])
     mandir = os.path.join(prefix, o["mandir"])
+    datadir = os.path.join(prefix, o["datadir"])
     want = {os.path.join(bindir, "osbfs"), os.path.join(bindir, "osb"),
             os.path.join(sbindir, "mount.fuse.osbfs"),
             os.path.join(mandir, "man1", "osbfs.1"), os.path.join(mandir, "man1", "osb.1"),
-            os.path.join(mandir, "man8", "mount.fuse.osbfs.8")}
+            os.path.join(mandir, "man8", "mount.fuse.osbfs.8"),
+            os.path.join(datadir, "bash-completion", "completions", "osb"),
+            os.path.join(datadir, "zsh", "site-functions", "_osb")}
     got = {os.path.join(d, f) for d, _, fs in os.walk(dest) for f in fs}
     assert got == want
     r = subprocess.run([os.path.join(bindir, "osbfs"), "--version"],
@@ -227,6 +231,64 @@ def test_man_page_renders_without_warnings(page):
     assert r.returncode == 0 and r.stderr == "", r.stderr
     for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "SEE ALSO"):
         assert section in r.stdout
+
+
+def rendered_sections(page):
+    """{SECTION: [lines]} of @page as man(1) shows it, 80 columns wide."""
+    r = subprocess.run(["man", "-l", str(page)], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, MANWIDTH="80", MAN_KEEP_FORMATTING="", PAGER="cat"))
+    assert r.returncode == 0, r.stderr
+    out, name = {}, None
+    for line in r.stdout.splitlines()[1:-1]:  # not the header and footer
+        if line and not line[0].isspace():
+            name = line.strip()
+            out[name] = []
+        elif name:
+            out[name].append(line)
+    return out
+
+
+def items(lines):
+    """(tag, body) of each tagged paragraph: a tag at 7 columns (its lines),
+    the body at 14."""
+    out, tag, body = [], None, None
+    for line in lines + [""]:
+        indent = len(line) - len(line.lstrip())
+        if line.strip() and indent == 7 and body is None:
+            tag = (tag + " " if tag else "") + line.strip()
+        elif line.strip() and indent == 7:
+            out.append((tag, body))
+            tag, body = line.strip(), None
+        elif line.strip() and tag is not None:
+            body = (body + " " if body else "") + line.strip()
+        elif not line.strip() and tag is not None:
+            out.append((tag, body))
+            tag, body = None, None
+    return out
+
+
+@pytest.mark.parametrize("page", MAN_PAGES, ids=lambda p: p.name)
+def test_man_page_files_stay_in_files(page):
+    """No entry of FILES has strayed into OPTIONS (a path as an option's
+    tag, or a FILES entry's words in an option's text), and every entry
+    of FILES and ENVIRONMENT says what it is."""
+    if not shutil.which("man"):
+        pytest.skip("man (man-db) is not installed (scripts/deps installs it)")
+    sec = rendered_sections(page)
+    files = items(sec.get("FILES", []))
+    options = " ".join(" ".join(l.split()) for l in sec.get("OPTIONS", []))
+    for tag, _ in items(sec.get("OPTIONS", [])):
+        assert not tag.startswith(("/", "~")), "a file among the options: %s" % tag
+    for tag, body in files:
+        assert body, "%s has no text" % tag
+        assert " ".join(body.split()[:5]) not in options, "FILES text among the options: %s" % body
+    for tag, body in items(sec.get("ENVIRONMENT", [])):
+        assert body, "%s has no text" % tag
+
+
+def test_osb_man_page_says_osbfs_reads_the_settings_file_by_default():
+    text = " ".join(" ".join(l.split()) for l in rendered_sections(MAN_PAGES[1])["FILES"])
+    assert "osbfs(1) reads it too (the same file, unless its option config=FILE names another)" in text
 
 
 def test_osbfs_man_page_has_every_option():
@@ -376,3 +438,149 @@ def test_fstab_lines_by_id_and_by_name(daemons, make_sandbox, cleanup_sandboxes,
     assert not is_mounted(by_id) and not is_mounted(by_name)
     daemons.wait_gone(by_id)
     daemons.wait_gone(by_name)
+
+
+# -- setup as README prints it ----------------------------------------------------
+
+
+def readme_block(after):
+    """The first ```sh block of README.md after the line @after."""
+    text = (ROOT / "README.md").read_text()
+    rest = text[text.index(after):]
+    return rest.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def source_copy(dest):
+    """The repository's files (as they are in the work tree) under @dest."""
+    r = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True,
+                       timeout=60, check=True)
+    for rel in r.stdout.decode().split("\0"):
+        if rel and os.path.isfile(ROOT / rel):
+            os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+            shutil.copy2(ROOT / rel, os.path.join(dest, rel))
+
+
+def test_readme_installing_block_after_try(tmp_path):
+    """The Installing block, run where ./scripts/try has made build/ (with
+    meson's default prefix and a debug build): it must still install
+    the mount helper where mount(8) looks, a release build.  Run as
+    printed in a copy of the tree, the install into a DESTDIR (the only
+    change: `--destdir`, and no sudo for root)."""
+    src = tmp_path / "src"
+    source_copy(src)
+    # what ./scripts/build, run by ./scripts/try, configures
+    subprocess.run(["meson", "setup", "build", "-Dwerror=true"], cwd=src, check=True,
+                   capture_output=True, timeout=300)
+    lines = [l for l in readme_block("## Installing").splitlines() if l.strip()]
+    assert len(lines) == 2 and lines[1].startswith("sudo meson install "), lines
+    r = subprocess.run(["sh", "-ec", lines[0]], cwd=src, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    install = lines[1][len("sudo "):] if os.geteuid() == 0 else lines[1]
+    dest = tmp_path / "dest"
+    r = subprocess.run(["sh", "-ec", install + " --destdir " + shlex.quote(str(dest))], cwd=src,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for f in ("usr/bin/osbfs", "usr/bin/osb", "usr/sbin/mount.fuse.osbfs",
+              "usr/share/man/man1/osbfs.1", "usr/share/man/man1/osb.1",
+              "usr/share/man/man8/mount.fuse.osbfs.8"):
+        assert (dest / f).is_file(), f
+    built = re.search(r"ninja -C (\S+)", lines[0]).group(1)
+    r = subprocess.run(["meson", "introspect", built, "--buildoptions"], cwd=src,
+                       capture_output=True, text=True, timeout=60, check=True)
+    opts = {o["name"]: o["value"] for o in json.loads(r.stdout)}
+    assert (opts["prefix"], opts["buildtype"]) == ("/usr", "release")
+
+
+def fake_bin(tmp_path, node_version=None):
+    """A PATH for scripts/deps: the few tools it runs, an apt-get that
+    refuses (nothing is installed by a test), and a node of
+    @node_version (None: no node, no npm)."""
+    b = tmp_path / "bin"
+    b.mkdir()
+    for tool in ("sh", "dpkg-query", "grep", "id", "dirname", "cat", "sed", "sort", "npm", "tsc"):
+        path = shutil.which(tool)
+        if path and (tool not in ("npm", "tsc") or node_version):
+            os.symlink(path, b / tool)
+    (b / "apt-get").write_text("#!/bin/sh\necho 'apt-get run by scripts/deps' >&2\nexit 1\n")
+    if node_version:
+        (b / "node").write_text("#!/bin/sh\n[ \"$1\" = --version ] && { echo v%s; exit 0; }\n"
+                                "exec %s \"$@\"\n" % (node_version, shutil.which("node")))
+    for f in b.iterdir():
+        if not f.is_symlink():
+            f.chmod(0o755)
+    return {"PATH": str(b), "HOME": str(tmp_path)}
+
+
+def test_deps_asks_for_node_only_for_the_tests(tmp_path):
+    env = fake_bin(tmp_path)
+    r = subprocess.run([str(ROOT / "scripts" / "deps")], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert (r.returncode, r.stderr) == (0, ""), r.stdout + r.stderr
+    r = subprocess.run([str(ROOT / "scripts" / "deps"), "--test"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Node.js 20.18.1 or later and npm (no node, no npm here)" in r.stderr, r.stderr
+    assert "Debian 12's\n  own nodejs package is 18.19" in r.stderr, r.stderr
+
+
+def test_deps_says_debian_12s_node_is_too_old_for_the_sdk(tmp_path):
+    if not shutil.which("node"):
+        pytest.skip("no node here")
+    env = fake_bin(tmp_path, node_version="18.19.0")
+    r = subprocess.run([str(ROOT / "scripts" / "deps"), "--test"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and "(node v18.19.0 here)" in r.stderr, r.stdout + r.stderr
+
+
+def test_try_keep_ends_with_what_a_second_terminal_needs(tmp_path):
+    """./scripts/try --keep as printed; then its closing lines, pasted
+    into a shell that has nothing of try's environment, reach the
+    sandbox through osb and the mount, and its stop line stops both."""
+    env = dict(os.environ)
+    env["PATH"] = "%s:%s" % (fake_bin(tmp_path, node_version=None)["PATH"], env["PATH"])
+    before = set(glob.glob("/tmp/osbfs-try.*"))
+    p = subprocess.Popen([str(ROOT / "scripts" / "try"), "--keep"], cwd=str(tmp_path), env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=600)
+        assert p.returncode == 0, out[-4000:]
+        assert re.search(r"^\$ osb exec [0-9a-f-]+ -- cat /workspace/hello.py", out.replace("\033[1m", ""),
+                         re.M), out[-4000:]
+        paste = out.split("In another terminal:\n", 1)[1].split("To stop them:\n", 1)
+        lines = [l for l in paste[0].splitlines() if l.strip()]
+        stop = paste[1].strip()
+        names = [l.split("=", 1)[0][len("export "):] for l in lines if l.startswith("export ")]
+        assert names == ["OPEN_SANDBOX_DOMAIN", "OPEN_SANDBOX_API_KEY", "SANDBOX_ID", "MNT", "PATH"], lines
+        bare = {"HOME": str(tmp_path), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+        r = subprocess.run(["bash", "-ec", "\n".join(lines)], env=bare, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        # osb exec's listing of /workspace, then ls of the mount: the same files
+        assert r.stdout.count("hello.py") == 2 and r.stdout.count("made-in-sandbox.txt") == 2, r.stdout
+        r = subprocess.run(["bash", "-ec", stop], env=bare, capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stdout + r.stderr
+        mnt = [l.split("=", 1)[1] for l in lines if l.startswith("export MNT=")][0]
+        assert not is_mounted(mnt) and not os.path.exists(os.path.dirname(mnt))
+        wait_until(lambda: p_group_gone(p.pid), 30, "the local server to stop")
+    finally:
+        for work in set(glob.glob("/tmp/osbfs-try.*")) - before:
+            if is_mounted(os.path.join(work, "mnt")):
+                fusermount_u(os.path.join(work, "mnt"), lazy=True)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if not p_group_gone(p.pid):
+            os.killpg(p.pid, signal.SIGKILL)
+        for work in set(glob.glob("/tmp/osbfs-try.*")) - before:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def p_group_gone(pgid):
+    """No process is left in the process group @pgid (try and the server
+    it started; the osbfs daemon leaves it)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False

@@ -83,7 +83,13 @@ def test_a_language_without_a_kernel_is_enoent_with_the_reason(mount):
     expect_errno(errno.ENOENT, os.stat, code(mount, "java"))
     assert "code/java" in last_error(mount)
     expect_errno(errno.ENOENT, os.stat, code(mount, "cobol"))
+    err = last_error(mount)
+    assert "code/cobol: not a language" in err and "python" in err, err
+    # the reason is said again each time the language is named, so that
+    # last_error is about it, not about whatever failed in between
     expect_errno(errno.ENOENT, os.stat, code(mount, "java", "input"))
+    err = last_error(mount)
+    assert "code/java" in err and "no such language" in err, err
 
 
 def test_nothing_run_yet_is_idle(mount):
@@ -134,8 +140,32 @@ def test_a_figure_comes_back_as_png(mount):
     assert d["status"] == "ok" and "Figure" in d["value"]
     assert "result.json" in d["note"]
     (bundle,) = result(mount)["results"]
-    assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG\r\n\x1a\n")
+    png = base64.b64decode(bundle["image/png"])
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
     assert "Figure" in bundle["text"]
+    # and as a file beside the output, for tools that cannot decode base64
+    assert d["images"] == "image-1.png" and "beside" in d["note"], d
+    path = code(mount, "python", "image-1.png")
+    assert open(path, "rb").read() == png
+    assert os.stat(path).st_size == len(png)
+    assert "image-1.png" in os.listdir(code(mount, "python"))
+    # the next run's images replace them
+    run(mount, "1")
+    assert "image-1.png" not in os.listdir(code(mount, "python"))
+    expect_errno(errno.ENOENT, os.stat, path)
+
+
+def test_each_image_of_a_result_is_a_file_as_it_came(mount):
+    src = ("class Pic:\n"
+           "    def _repr_png_(self): return bytes(range(256)) * 3\n"
+           "    def _repr_svg_(self): return '<svg xmlns=\"http://www.w3.org/2000/svg\"/>'\n"
+           "Pic()")
+    d = sections(run(mount, src))
+    assert d["status"] == "ok" and d["images"] == "image-1.png\nimage-2.svg", d
+    assert open(code(mount, "python", "image-1.png"), "rb").read() == bytes(range(256)) * 3
+    assert read(code(mount, "python", "image-2.svg")) == '<svg xmlns="http://www.w3.org/2000/svg"/>'
+    # no context can take an image's name
+    expect_errno(errno.EINVAL, os.mkdir, code(mount, "python", "image-7.png"))
 
 
 def test_a_figure_left_open_is_shown_as_inline_plots_are(mount):

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,46 @@ char *cli_slurp(const char *path, size_t *ret_len)
 	return s;
 }
 
+/* The sandbox's state, asked beside its endpoint. */
+struct state_ask {
+	struct osb_client *client;
+	const char *id;
+	struct osb_sandbox_info info;
+	int rc;
+};
+
+static void *ask_state(void *arg)
+{
+	struct state_ask *a = arg;
+	a->rc = osb_sandbox_get(a->client, a->id, &a->info, NULL);
+	return NULL;
+}
+
+/*
+ * A paused sandbox's execd takes connections and never answers: a call
+ * would wait out its timeout. So its state is asked with its endpoint,
+ * at once (no round trip more), and a paused sandbox is resumed first,
+ * as a mount does. 0, or what resuming it failed with.
+ */
+static int resume_if_paused(struct osb_cli *cli, struct state_ask *a)
+{
+	struct osb_error err;
+	bool paused =
+		!a->rc && a->info.state && strcmp(a->info.state, "Paused") == 0;
+	if (!a->rc)
+		osb_sandbox_info_release(&a->info);
+	if (!paused)
+		return 0;
+	fprintf(stderr, "osb: sandbox %s is paused: resuming it\n", a->id);
+	int rc = osb_sandbox_resume(cli->client, a->id, &err);
+	if (!rc)
+		rc = osb_sandbox_wait_running(cli->client, a->id, 120 * 1000,
+					      NULL, &err);
+	if (rc)
+		cli_fail(a->id, rc, &err);
+	return rc;
+}
+
 struct osb_sandbox *cli_sandbox(struct osb_cli *cli)
 {
 	struct osb_error err;
@@ -116,9 +157,23 @@ struct osb_sandbox *cli_sandbox(struct osb_cli *cli)
 		cli_usage("no sandbox: give -s ID or set OPEN_SANDBOX_ID");
 		return NULL;
 	}
+	struct state_ask a = { .client = cli->client, .id = cli->sandbox_id };
+	pthread_t t;
+	bool asking = pthread_create(&t, NULL, ask_state, &a) == 0;
 	int rc = osb_sandbox_open(cli->client, cli->sandbox_id, &cli->sb, &err);
+	if (asking)
+		pthread_join(t, NULL);
+	else
+		ask_state(&a);
 	if (rc) {
+		if (!a.rc)
+			osb_sandbox_info_release(&a.info);
 		cli_fail(cli->sandbox_id, rc, &err);
+		return NULL;
+	}
+	if (resume_if_paused(cli, &a)) {
+		osb_sandbox_close(cli->sb);
+		cli->sb = NULL;
 		return NULL;
 	}
 	return cli->sb;
@@ -151,17 +206,20 @@ static int parse_format(const char *s, enum cli_format *ret)
 		*ret = CLI_TABLE;
 	else if (strcmp(s, "json") == 0)
 		*ret = CLI_JSON;
+	else if (strcmp(s, "yaml") == 0)
+		*ret = CLI_YAML;
 	else if (strcmp(s, "raw") == 0)
 		*ret = CLI_RAW;
 	else
-		return cli_usage("-o takes table, json or raw, not \"%s\"", s);
+		return cli_usage(
+			"-o takes table, json, yaml or raw, not \"%s\"", s);
 	return 0;
 }
 
 /*
  * Takes the options every command has out of its arguments (up to a
- * "--"): -o/--output FORMAT, and -h/--help, which prints the command's
- * help. Returns -1 to go on, else the exit status.
+ * "--"): -o/--output FORMAT, -q/--quiet, and -h/--help, which prints the
+ * command's help. Returns -1 to go on, else the exit status.
  */
 static int common_opts(struct osb_cli *cli, const struct cli_cmd *c, int *argc,
 		       char **argv)
@@ -176,6 +234,15 @@ static int common_opts(struct osb_cli *cli, const struct cli_cmd *c, int *argc,
 		stop_at_word |= strcmp(c->name, runs[k]) == 0;
 	for (int i = 1; stop_at_word && i < *argc; i++)
 		stop_at_word = strcmp(argv[i], "--") != 0;
+	/* `osb exec ID --help` asks for help, though the older spelling
+	 * runs its words: a -h or --help after no more words than the
+	 * sandbox id (and a session's verb and id) */
+	const char *last = *argc > 1 ? argv[*argc - 1] : "";
+	if (stop_at_word && *argc <= (session ? 5 : 3) &&
+	    (strcmp(last, "-h") == 0 || strcmp(last, "--help") == 0)) {
+		cli_help_cmd(stdout, c);
+		return 0;
+	}
 	int out = 1;
 	for (int i = 1; i < *argc; i++) {
 		const char *a = argv[i], *v = NULL;
@@ -191,6 +258,10 @@ static int common_opts(struct osb_cli *cli, const struct cli_cmd *c, int *argc,
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			cli_help_cmd(stdout, c);
 			return 0;
+		}
+		if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+			cli->quiet = true;
+			continue;
 		}
 		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
 			if (i + 1 >= *argc)
@@ -299,6 +370,7 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "output", required_argument, NULL, 'o' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "header", required_argument, NULL, 'H' },
 		{ "sandbox", required_argument, NULL, 's' },
 		{ "version", no_argument, NULL, OPT_VERSION },
@@ -310,7 +382,7 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 	long v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+hvs:H:o:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hvqs:H:o:", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_DOMAIN:
 			g->cfg.domain = optarg;
@@ -367,6 +439,9 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 			break;
 		case 'v':
 			g->verbose = true;
+			break;
+		case 'q':
+			cli->quiet = true;
 			break;
 		case 'H': {
 			char *colon = strchr(optarg, ':');
@@ -446,6 +521,27 @@ void cli_warn_key_exposed(const struct osb_cfgfile *f)
 			f->path, f->path);
 }
 
+/* `osb __complete WORD...`, what the completion scripts run on TAB:
+ * the connection from the environment and the settings file only (a
+ * typed --domain is a word being completed). Quiet: a failure offers
+ * nothing, and the shell offers file names. */
+static int complete_main(int argc, char **argv)
+{
+	struct osb_cli cli = { 0 };
+	struct osb_config cfg = { 0 };
+	struct osb_cfgfile file = { .use_server_proxy = -1 };
+	struct osb_error err;
+	char path[4096];
+	if (osb_cfgfile_default_path(path, sizeof(path)) == 0 &&
+	    osb_cfgfile_load(path, &file, &err) == 0)
+		osb_config_layer(&cfg, &file);
+	cli.cfg = &cfg;
+	cli.file = &file;
+	int status = cmd_complete(&cli, argc, argv);
+	osb_cfgfile_release(&file);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	struct globals g = { 0 };
@@ -455,6 +551,11 @@ int main(int argc, char **argv)
 	char path[4096];
 	int status, shift;
 
+	if (argc >= 2 && strcmp(argv[1], "__complete") == 0)
+		return complete_main(argc - 1, argv + 1);
+	status = cli_complete_env();
+	if (status >= 0)
+		return status;
 	cli.sandbox_id = getenv("OPEN_SANDBOX_ID");
 	cli.format = isatty(STDOUT_FILENO) ? CLI_TABLE : CLI_RAW;
 	cli.progress = isatty(STDERR_FILENO);

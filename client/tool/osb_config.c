@@ -46,15 +46,19 @@ int cmd_config_init(struct osb_cli *cli, int argc, char **argv)
 	return 0;
 }
 
-/* The official CLI's mask: the first and last two characters kept. */
+/* The key masked: at most 4 of its characters shown, and never more
+ * than a third of them, half at each end (the official CLI's shows four
+ * of any key longer than 4, so most of a short one). */
 static char *mask(const char *key)
 {
 	size_t n = strlen(key);
+	size_t shown = n / 3 < 4 ? n / 3 : 4;
+	size_t head = (shown + 1) / 2, tail = shown / 2;
 	char *m = malloc(n + 1);
 	if (!m)
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		m[i] = n > 4 && (i < 2 || i >= n - 2) ? key[i] : '*';
+		m[i] = i < head || i >= n - tail ? key[i] : '*';
 	m[n] = '\0';
 	return m;
 }
@@ -93,12 +97,105 @@ int cmd_config_show(struct osb_cli *cli, int argc, char **argv)
 	return cli_print(cli, r, NULL);
 }
 
+/* The keys `config set` writes, and what each takes. */
+enum set_kind {
+	SET_WORD,     /* no white space, no control character */
+	SET_PROTOCOL, /* http or https */
+	SET_INT,      /* a positive integer (osb_cfgfile_set() checks) */
+	SET_BOOL,     /* true or false */
+	SET_TTL,      /* a duration or none */
+};
+
+static const struct {
+	const char *name;
+	enum set_kind kind;
+} set_keys[] = {
+	{ "connection.api_key", SET_WORD },
+	{ "connection.domain", SET_WORD },
+	{ "connection.protocol", SET_PROTOCOL },
+	{ "connection.request_timeout", SET_INT },
+	{ "connection.use_server_proxy", SET_BOOL },
+	{ "defaults.image", SET_WORD },
+	{ "defaults.timeout", SET_TTL },
+	{ "output.color", SET_BOOL }, /* the official CLI's; osb has none */
+};
+#define N_SET_KEYS (sizeof(set_keys) / sizeof(set_keys[0]))
+
+static bool is_word(const char *v)
+{
+	if (!*v)
+		return false;
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+		if (*p <= ' ' || *p == 0x7f)
+			return false;
+	return true;
+}
+
+/* NULL when @value suits @kind, else what it must be. */
+static const char *bad_value(enum set_kind kind, const char *value)
+{
+	long secs;
+	switch (kind) {
+	case SET_WORD:
+		return is_word(value) ? NULL :
+					"must be one word, without white space";
+	case SET_PROTOCOL:
+		return strcmp(value, "http") == 0 ||
+				       strcmp(value, "https") == 0 ?
+			       NULL :
+			       "must be http or https";
+	case SET_BOOL:
+		return strcmp(value, "true") == 0 ||
+				       strcmp(value, "false") == 0 ?
+			       NULL :
+			       "must be true or false";
+	case SET_TTL:
+		return osb_duration_parse(value, &secs) == 0 &&
+				       (secs > 0 ||
+					strcmp(value, "none") == 0) ?
+			       NULL :
+			       "must be a duration (90s, 10m, 1h30m) or none";
+	default:
+		return NULL;
+	}
+}
+
+static void say_keys(void)
+{
+	fputs("osb: the keys are", stderr);
+	for (size_t i = 0; i < N_SET_KEYS; i++)
+		fprintf(stderr, "%s %s", i ? "," : "", set_keys[i].name);
+	fputc('\n', stderr);
+}
+
+void cli_print_config_keys(FILE *out)
+{
+	for (size_t i = 0; i < N_SET_KEYS; i++)
+		fprintf(out, "%s\n", set_keys[i].name);
+}
+
 int cmd_config_set(struct osb_cli *cli, int argc, char **argv)
 {
 	struct osb_error err;
+	size_t k = 0;
 
 	if (argc != 3)
 		return cli_usage("usage: osb config set SECTION.KEY VALUE");
+	while (k < N_SET_KEYS && strcmp(set_keys[k].name, argv[1]) != 0)
+		k++;
+	if (k == N_SET_KEYS) {
+		char *esc = osb_escape(argv[1], strlen(argv[1]));
+		fprintf(stderr, "osb: config set: no key \"%s\"\n",
+			esc ? esc : "?");
+		free(esc);
+		say_keys();
+		return 1;
+	}
+	const char *why = bad_value(set_keys[k].kind, argv[2]);
+	if (why) {
+		fprintf(stderr, "osb: config set: %s %s\n", argv[1], why);
+		return 1;
+	}
 	const char *path = need_path(cli);
 	if (!path)
 		return 2;
@@ -106,6 +203,9 @@ int cmd_config_set(struct osb_cli *cli, int argc, char **argv)
 	if (rc)
 		return cli_fail(NULL, rc, &err);
 	/* the key's value is not said back */
-	cli_done(cli, "set %s in %s", argv[1], path);
+	if (strcmp(argv[1], "connection.api_key") == 0)
+		cli_done(cli, "set %s in %s", argv[1], path);
+	else
+		cli_done(cli, "set %s = %s in %s", argv[1], argv[2], path);
 	return 0;
 }

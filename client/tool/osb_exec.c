@@ -434,7 +434,7 @@ int cmd_logs(struct osb_cli *cli, int argc, char **argv)
 	if (!sb)
 		return 1;
 	int64_t cur = cursor;
-	if (cli->format == CLI_JSON && !follow)
+	if (CLI_STRUCTURED(cli->format) && !follow)
 		return logs_json(cli, sb, id, cur);
 	for (;;) {
 		struct osb_command_status st;
@@ -694,11 +694,17 @@ int cmd_code(struct osb_cli *cli, int argc, char **argv)
 	}
 	if (strcmp(verb, "delete") == 0 && optind + 2 == argc) {
 		rc = osb_code_context_delete(sb, argv[optind + 1], &err);
-		return rc ? cli_fail("code", rc, &err) : 0;
+		if (rc)
+			return cli_fail("code", rc, &err);
+		cli_done(cli, "deleted context %s", argv[optind + 1]);
+		return 0;
 	}
 	if (strcmp(verb, "interrupt") == 0 && optind + 2 == argc) {
 		rc = osb_code_interrupt(sb, argv[optind + 1], &err);
-		return rc ? cli_fail("code", rc, &err) : 0;
+		if (rc)
+			return cli_fail("code", rc, &err);
+		cli_done(cli, "interrupted context %s", argv[optind + 1]);
+		return 0;
 	}
 	if (optind + 1 != argc)
 		return cli_usage(
@@ -795,6 +801,7 @@ int cmd_egress_patch(struct osb_cli *cli, int argc, char **argv)
 	}
 	if (cli->format == CLI_RAW) {
 		rec_free(rules);
+		cli_done(cli, "egress of %s patched", osb_sandbox_id(sb));
 		return 0;
 	}
 	struct cli_rec *r = rec_object();
@@ -822,12 +829,20 @@ int cmd_egress(struct osb_cli *cli, int argc, char **argv)
 	if (argc == 3 &&
 	    (strcmp(argv[1], "allow") == 0 || strcmp(argv[1], "deny") == 0)) {
 		rc = osb_egress_rule(sb, argv[1], argv[2], &err);
-		return rc ? cli_fail("egress", rc, &err) : 0;
+		if (rc)
+			return cli_fail("egress", rc, &err);
+		cli_done(cli, "egress of %s: %s %s", osb_sandbox_id(sb),
+			 argv[1], argv[2]);
+		return 0;
 	}
 	if (argc >= 3 && strcmp(argv[1], "delete") == 0) {
 		rc = osb_egress_delete(sb, (const char *const *)argv + 2,
 				       (size_t)(argc - 2), &err);
-		return rc ? cli_fail("egress", rc, &err) : 0;
+		if (rc)
+			return cli_fail("egress", rc, &err);
+		cli_done(cli, "egress of %s: %d rules deleted",
+			 osb_sandbox_id(sb), argc - 2);
+		return 0;
 	}
 	return cli_usage("usage: osb egress [get] | patch JSON | allow HOST | "
 			 "deny HOST | delete TARGET...");

@@ -1,7 +1,8 @@
 /*
  * osb_files.c - `osb file cat|write|upload|download|rm|mv|mkdir|rmdir|
- * search|info|chmod|replace`, `osb ls`, and the older spellings (stat,
- * get, put...). Each takes the sandbox id first, or from -s.
+ * search|info|chmod|replace|ls` (ls is osb's own, also as `osb ls`), and
+ * the older spellings (stat, get, put...). Each takes the sandbox id
+ * first, or from -s.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -56,6 +57,24 @@ static void print_long(const struct osb_cli *cli, const struct osb_stat *st,
 		 (long long)st->size, when, name);
 }
 
+static void rec_stat(struct cli_rec *r, const struct osb_stat *st)
+{
+	rec_str(r, "path", st->path);
+	rec_str(r, "type", type_name(st->type));
+	rec_int(r, "size", st->size);
+	char mode[8];
+	snprintf(mode, sizeof(mode), "%04o", (unsigned)st->mode);
+	rec_str(r, "mode", mode);
+	rec_str(r, "owner", st->owner);
+	rec_str(r, "group", st->group);
+	rec_time(r, "created_at", st->ctime.tv_sec);
+	rec_time(r, "modified_at", st->mtime.tv_sec);
+}
+
+static const char *const stat_cols[] = { "path",        "type",  "size",
+					 "mode",        "owner", "group",
+					 "modified_at", NULL };
+
 int cmd_ls(struct osb_cli *cli, int argc, char **argv)
 {
 	struct osb_stat *ents;
@@ -83,7 +102,8 @@ int cmd_ls(struct osb_cli *cli, int argc, char **argv)
 	}
 	optind = cli_take_id(cli, argc, argv, optind, 1);
 	if (optind + 1 != argc)
-		return cli_usage("usage: osb ls [-l] [-d DEPTH|-R] PATH");
+		return cli_usage("usage: osb file ls SANDBOX_ID PATH [-l] "
+				 "[-d DEPTH|-R]");
 	struct osb_sandbox *sb = cli_sandbox(cli);
 	if (!sb)
 		return 1;
@@ -91,6 +111,13 @@ int cmd_ls(struct osb_cli *cli, int argc, char **argv)
 	int rc = osb_dir_list(sb, dir, (int)depth, &ents, &n, &err);
 	if (rc)
 		return cli_fail("ls", rc, &err);
+	if (CLI_STRUCTURED(cli->format)) {
+		struct cli_rec *r = rec_array();
+		for (size_t i = 0; i < n; i++)
+			rec_stat(rec_add_object(r, NULL), &ents[i]);
+		osb_stat_array_free(ents, n);
+		return cli_print(cli, r, NULL);
+	}
 	size_t skip = strlen(dir);
 	while (skip > 1 && dir[skip - 1] == '/')
 		skip--;
@@ -108,24 +135,6 @@ int cmd_ls(struct osb_cli *cli, int argc, char **argv)
 	osb_stat_array_free(ents, n);
 	return 0;
 }
-
-static void rec_stat(struct cli_rec *r, const struct osb_stat *st)
-{
-	rec_str(r, "path", st->path);
-	rec_str(r, "type", type_name(st->type));
-	rec_int(r, "size", st->size);
-	char mode[8];
-	snprintf(mode, sizeof(mode), "%04o", (unsigned)st->mode);
-	rec_str(r, "mode", mode);
-	rec_str(r, "owner", st->owner);
-	rec_str(r, "group", st->group);
-	rec_time(r, "created_at", st->ctime.tv_sec);
-	rec_time(r, "modified_at", st->mtime.tv_sec);
-}
-
-static const char *const stat_cols[] = { "path",        "type",  "size",
-					 "mode",        "owner", "group",
-					 "modified_at", NULL };
 
 static void print_stat(const struct osb_stat *st)
 {
@@ -378,11 +387,18 @@ int cmd_put(struct osb_cli *cli, int argc, char **argv)
 }
 
 /* A row per path done, for rm, rmdir and mkdir. */
+/* The paths a command acted on: a row each (a line each in raw), none
+ * with -q. */
 static int print_paths(struct osb_cli *cli, char **paths, int n,
 		       const char *status)
 {
 	static const char *const cols[] = { "path", "status", NULL };
-	if (cli->format == CLI_RAW)
+	if (cli->format == CLI_RAW) {
+		for (int i = 0; i < n; i++)
+			cli_done(cli, "%s %s", status, paths[i]);
+		return 0;
+	}
+	if (cli->quiet && !CLI_STRUCTURED(cli->format))
 		return 0;
 	struct cli_rec *r = rec_array();
 	for (int i = 0; i < n; i++) {

@@ -207,10 +207,15 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 	}
 	if (wait) {
 		struct osb_sandbox *sb = NULL;
+		struct osb_sandbox_info now;
+		/* its record once Running: what get and list show */
 		rc = osb_sandbox_wait_running(cli->client, info.id,
-					      ready_s * 1000, NULL, &err);
-		if (!rc)
+					      ready_s * 1000, &now, &err);
+		if (!rc) {
+			osb_sandbox_info_release(&info);
+			info = now;
 			rc = osb_sandbox_open(cli->client, info.id, &sb, &err);
+		}
 		if (!rc)
 			rc = osb_wait_ready(sb, 30000, &err);
 		osb_sandbox_close(sb);
@@ -225,15 +230,12 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 	if (cli->format == CLI_RAW) {
 		printf("%s\n", info.id);
 	} else {
+		/* the shape of get and list; a create's answer names no
+		 * image (with --skip-health-check): the one asked for */
 		struct cli_rec *r = rec_object();
-		rec_str(r, "id", info.id);
-		rec_str(r, "image", p.image);
-		rec_str(r, "status", wait ? "Running" : info.state);
-		if (p.timeout_s > 0)
-			rec_int(r, "timeout", p.timeout_s);
-		else
-			rec_str(r, "timeout", NULL);
-		rec_time(r, "expires_at", info.expires_at);
+		if (!info.image)
+			info.image = strdup(p.image);
+		rec_sandbox(r, &info);
 		status = cli_print(cli, r, NULL);
 	}
 	osb_sandbox_info_release(&info);
@@ -433,7 +435,8 @@ int cmd_resume(struct osb_cli *cli, int argc, char **argv)
 	return 0;
 }
 
-/* kill ID...: each one, on to the next after a failure. */
+/* kill ID...: each one, on to the next after a failure; a line for
+ * each one killed (a table's row), none with -q. */
 int cmd_kill(struct osb_cli *cli, int argc, char **argv)
 {
 	struct osb_error err;
@@ -454,8 +457,11 @@ int cmd_kill(struct osb_cli *cli, int argc, char **argv)
 		struct cli_rec *row = rec_add_object(r, NULL);
 		rec_str(row, "sandbox_id", id);
 		rec_str(row, "status", "terminated");
+		if (cli->format == CLI_RAW)
+			cli_done(cli, "sandbox %s terminated", id);
 	}
-	if (cli->format == CLI_RAW || status) {
+	if (cli->format == CLI_RAW || status ||
+	    (cli->quiet && !CLI_STRUCTURED(cli->format))) {
 		rec_free(r);
 		return status;
 	}

@@ -1,8 +1,9 @@
 /*
- * osb_out.c - results of `osb` as JSON or as an aligned table. A command
- * builds a record (a JSON value, kept in cJSON here and nowhere else in
- * the tool) and cli_print() prints it as the -o format says; the raw
- * lines scripts read are each command's own.
+ * osb_out.c - results of `osb` as JSON, YAML, an aligned table or raw
+ * lines. A command builds a record (a JSON value, kept in cJSON here and
+ * in osb_yaml.c, nowhere else in the tool) and cli_print() prints it as
+ * the -o format says; most commands print their own raw lines, the rest
+ * get a record's (tab-separated cells, "key: value" members).
  *
  * What a table or a line for a terminal shows of the sandbox or the
  * server (names, messages) is escaped (osb_escape()): a name holding
@@ -58,6 +59,11 @@ void rec_str(struct cli_rec *r, const char *key, const char *v)
 void rec_int(struct cli_rec *r, const char *key, long long v)
 {
 	add(r, key, cJSON_CreateNumber((double)v));
+}
+
+void rec_num(struct cli_rec *r, const char *key, double v)
+{
+	add(r, key, cJSON_CreateNumber(v));
 }
 
 void rec_bool(struct cli_rec *r, const char *key, bool v)
@@ -122,13 +128,13 @@ static char *escaped(const char *s)
 }
 
 /* A value as a table cell: strings escaped, arrays joined by spaces,
- * null as "-". malloc'd. */
-static char *cell(const cJSON *v)
+ * null as "-"; @raw: strings as they are, null as "". malloc'd. */
+static char *cell(const cJSON *v, bool raw)
 {
 	if (!v || cJSON_IsNull(v))
-		return strdup("-");
+		return strdup(raw ? "" : "-");
 	if (cJSON_IsString(v))
-		return escaped(v->valuestring);
+		return raw ? strdup(v->valuestring) : escaped(v->valuestring);
 	if (cJSON_IsBool(v))
 		return strdup(cJSON_IsTrue(v) ? "true" : "false");
 	if (cJSON_IsArray(v)) {
@@ -136,7 +142,7 @@ static char *cell(const cJSON *v)
 		const cJSON *e;
 		cJSON_ArrayForEach(e, v)
 		{
-			char *s = cell(e);
+			char *s = cell(e, raw);
 			len += s ? strlen(s) + 1 : 0;
 			free(s);
 		}
@@ -144,7 +150,7 @@ static char *cell(const cJSON *v)
 		size_t at = 0;
 		cJSON_ArrayForEach(e, v)
 		{
-			char *s = cell(e);
+			char *s = cell(e, raw);
 			size_t n = s ? strlen(s) : 0;
 			/* the cells may have changed since they were measured
 			 */
@@ -165,6 +171,7 @@ static char *cell(const cJSON *v)
 struct kvrows {
 	char **keys, **vals;
 	size_t n, cap;
+	bool raw; /* nothing escaped */
 	bool failed;
 };
 
@@ -195,8 +202,8 @@ static void kv_add(struct kvrows *t, const char *prefix, const cJSON *o)
 			}
 			t->cap = cap;
 		}
-		t->keys[t->n] = escaped(key);
-		t->vals[t->n] = cell(e);
+		t->keys[t->n] = t->raw ? strdup(key) : escaped(key);
+		t->vals[t->n] = cell(e, t->raw);
 		t->n++;
 	}
 }
@@ -209,19 +216,28 @@ static void print_padded(const char *s, size_t width, bool last)
 		printf("%-*s  ", (int)width, s);
 }
 
-static int print_kv(const cJSON *o)
+/* An object as KEY VALUE rows; @raw: "key: value" lines. */
+static int print_kv(const cJSON *o, bool raw)
 {
-	struct kvrows t = { 0 };
+	struct kvrows t = { .raw = raw };
 	size_t w = 3;
 	kv_add(&t, "", o);
 	for (size_t i = 0; i < t.n; i++)
 		if (t.keys[i] && strlen(t.keys[i]) > w)
 			w = strlen(t.keys[i]);
-	print_padded("KEY", w, false);
-	print_padded("VALUE", 0, true);
+	if (!raw) {
+		print_padded("KEY", w, false);
+		print_padded("VALUE", 0, true);
+	}
 	for (size_t i = 0; i < t.n; i++) {
-		print_padded(t.keys[i] ? t.keys[i] : "?", w, false);
-		print_padded(t.vals[i] ? t.vals[i] : "?", 0, true);
+		const char *k = t.keys[i] ? t.keys[i] : "?";
+		const char *v = t.vals[i] ? t.vals[i] : "?";
+		if (raw) {
+			printf("%s:%s%s\n", k, *v ? " " : "", v);
+		} else {
+			print_padded(k, w, false);
+			print_padded(v, 0, true);
+		}
 		free(t.keys[i]);
 		free(t.vals[i]);
 	}
@@ -230,7 +246,8 @@ static int print_kv(const cJSON *o)
 	return t.failed ? -ENOMEM : 0;
 }
 
-static int print_rows(const cJSON *a, const char *const *cols)
+/* An array of objects as a table; @raw: tab-separated, no header. */
+static int print_rows(const cJSON *a, const char *const *cols, bool raw)
 {
 	size_t nc = 0, nr = (size_t)cJSON_GetArraySize(a);
 	while (cols[nc])
@@ -263,7 +280,7 @@ static int print_rows(const cJSON *a, const char *const *cols)
 			char *save, *part = strtok_r(name, ".", &save);
 			for (; part && v; part = strtok_r(NULL, ".", &save))
 				v = cJSON_GetObjectItemCaseSensitive(v, part);
-			cells[r * nc + c] = cell(v);
+			cells[r * nc + c] = cell(v, raw);
 		}
 		r++;
 	}
@@ -271,12 +288,17 @@ static int print_rows(const cJSON *a, const char *const *cols)
 		if (cells[i] && strlen(cells[i]) > w[i % nc])
 			w[i % nc] = strlen(cells[i]);
 	bool failed = false;
-	for (size_t i = 0; i < r * nc; i++) {
+	for (size_t i = raw ? nc : 0; i < r * nc; i++) {
+		const char *c = cells[i] ? cells[i] : "?";
+		bool last = i % nc == nc - 1;
 		failed |= !cells[i];
-		print_padded(cells[i] ? cells[i] : "?", w[i % nc],
-			     i % nc == nc - 1);
-		free(cells[i]);
+		if (raw)
+			printf("%s%c", c, last ? '\n' : '\t');
+		else
+			print_padded(c, w[i % nc], last);
 	}
+	for (size_t i = 0; i < r * nc; i++)
+		free(cells[i]);
 	free(cells);
 	free(w);
 	return failed ? -ENOMEM : 0;
@@ -325,13 +347,17 @@ int cli_print(struct osb_cli *cli, struct cli_rec *r, const char *const *cols)
 {
 	int rc = r ? 0 : -ENOMEM;
 
+	bool raw = cli->format == CLI_RAW;
+
 	if (!rc && cli->format == CLI_JSON) {
 		rc = print_json(J(r), 0);
 		putchar('\n');
+	} else if (!rc && cli->format == CLI_YAML) {
+		rc = yaml_print(r);
 	} else if (!rc && cJSON_IsArray(J(r)) && cols) {
-		rc = print_rows(J(r), cols);
+		rc = print_rows(J(r), cols, raw);
 	} else if (!rc) {
-		rc = print_kv(J(r));
+		rc = print_kv(J(r), raw);
 	}
 	rec_free(r);
 	return rc ? cli_fail(NULL, rc, NULL) : 0;
@@ -359,12 +385,12 @@ void cli_done(struct osb_cli *cli, const char *fmt, ...)
 	char msg[1024];
 	va_list ap;
 
-	if (cli->format == CLI_RAW)
+	if (cli->quiet && !CLI_STRUCTURED(cli->format))
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (cli->format == CLI_TABLE) {
+	if (!CLI_STRUCTURED(cli->format)) {
 		cli_line(cli, "%s", msg);
 		return;
 	}

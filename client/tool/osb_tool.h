@@ -5,8 +5,8 @@
  * settings file) and dispatches; osb_help.c holds the command table with
  * every help text; osb_out.c prints results as a table, JSON or the raw
  * lines scripts read; osb_progress.c the progress line of transfers;
- * osb_lifecycle.c, osb_files.c, osb_exec.c and osb_config.c the
- * commands.
+ * osb_lifecycle.c, osb_health.c, osb_files.c, osb_exec.c and
+ * osb_config.c the commands.
  *
  * The official CLI's grammar names the sandbox first (`osb file cat ID
  * PATH`); the older spellings take it from -s ID or OPEN_SANDBOX_ID. The
@@ -22,12 +22,16 @@
 #include "osb.h"
 
 /* How results are printed: the raw lines scripts read (the default when
- * stdout is no terminal), aligned columns, or JSON. */
+ * stdout is no terminal), aligned columns, JSON or YAML. */
 enum cli_format {
 	CLI_RAW,
 	CLI_TABLE,
 	CLI_JSON,
+	CLI_YAML,
 };
+
+/* JSON or YAML: a result is a record, printed whole. */
+#define CLI_STRUCTURED(f) ((f) == CLI_JSON || (f) == CLI_YAML)
 
 struct osb_cli {
 	struct osb_client *client; /* NULL for `config` */
@@ -38,6 +42,7 @@ struct osb_cli {
 	const struct osb_config *cfg;   /* the connection, as resolved */
 	const struct osb_cfgfile *file; /* the settings file, as read */
 	bool progress;               /* transfers show progress (a terminal) */
+	bool quiet;                  /* -q: no line saying what was done */
 	const char *const *cmd_path; /* e.g. {"file", "write"}, for help */
 };
 
@@ -87,6 +92,9 @@ struct cli_cmd {
 	const char *synopsis; /* the arguments, after "osb GROUP NAME" */
 	const char *help;     /* what it does, then its options; NULL for
 				 an older spelling (listed apart) */
+	const char *examples; /* command lines, each ending in "\n" */
+	const char *newer;    /* of an older spelling: the command it is,
+				 "GROUP NAME" or "NAME" */
 };
 extern const struct cli_cmd cli_cmds[];
 extern const size_t cli_ncmds;
@@ -113,6 +121,7 @@ void rec_free(struct cli_rec *r);
  * They do nothing on an earlier allocation failure (rec_print says). */
 void rec_str(struct cli_rec *r, const char *key, const char *v);
 void rec_int(struct cli_rec *r, const char *key, long long v);
+void rec_num(struct cli_rec *r, const char *key, double v);
 void rec_bool(struct cli_rec *r, const char *key, bool v);
 void rec_time(struct cli_rec *r, const char *key, time_t t); /* 0: null */
 void rec_kv(struct cli_rec *r, const char *key, const struct osb_kvlist *l);
@@ -126,18 +135,22 @@ void rec_move(struct cli_rec *r, const char *key, struct cli_rec *v);
 struct cli_rec *rec_add_object(struct cli_rec *r, const char *key);
 struct cli_rec *rec_add_array(struct cli_rec *r, const char *key);
 /*
- * cli_print() - @r to stdout: JSON, or a table (an array of objects:
+ * cli_print() - @r to stdout: JSON, YAML, a table (an array of objects:
  * the columns @cols, NULL-terminated, with a header; an object: a KEY
- * VALUE row per member, nested ones as a.b). Frees @r. 0 or 1 (out of
- * memory, said).
+ * VALUE row per member, nested ones as a.b), or raw lines (the same
+ * without header or padding: a row's cells split by tabs, an object's
+ * members as "key: value", values as they are). Frees @r. 0 or 1 (out
+ * of memory, said).
  */
 int cli_print(struct osb_cli *cli, struct cli_rec *r, const char *const *cols);
+/* @r as YAML (osb_yaml.c); 0 or -ENOMEM. */
+int yaml_print(const struct cli_rec *r);
 /* One line of a listing (ls, code contexts): escaped for a terminal
  * (table), as it is for scripts (raw). */
 void cli_line(const struct osb_cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* A command done that prints no result: a line on a terminal (table),
- * {"status":"ok","message":...} for JSON, nothing for scripts. */
+/* A command done that prints no result: a line saying what was done
+ * (none with -q), or {"status":"ok","message":...} for JSON and YAML. */
 void cli_done(struct osb_cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
@@ -151,7 +164,20 @@ struct cli_progress *progress_start(struct osb_cli *cli, bool up,
 /* Stops it, ending the line. NULL-safe. */
 void progress_end(struct cli_progress *p);
 
+/* ---- completion (osb_complete.c) */
+/* `osb __complete WORD...`: the candidates for the last word, a line
+ * each. */
+int cmd_complete(struct osb_cli *cli, int argc, char **argv);
+/* _OSB_COMPLETE=bash_source|zsh_source prints the script (the official
+ * CLI's way): the status, or -1 when it is not set. */
+int cli_complete_env(void);
+/* The keys `config set` takes, a line each (osb_config.c). */
+void cli_print_config_keys(FILE *out);
+/* The global options' help (osb_help.c). */
+extern const char cli_global_help[];
+
 /* ---- commands */
+int cmd_completion(struct osb_cli *cli, int argc, char **argv);
 int cmd_create(struct osb_cli *cli, int argc, char **argv);
 int cmd_list(struct osb_cli *cli, int argc, char **argv);
 int cmd_info(struct osb_cli *cli, int argc, char **argv);
@@ -160,6 +186,8 @@ int cmd_resume(struct osb_cli *cli, int argc, char **argv);
 int cmd_renew(struct osb_cli *cli, int argc, char **argv);
 int cmd_kill(struct osb_cli *cli, int argc, char **argv);
 int cmd_endpoint(struct osb_cli *cli, int argc, char **argv);
+int cmd_health(struct osb_cli *cli, int argc, char **argv);
+int cmd_metrics(struct osb_cli *cli, int argc, char **argv);
 
 int cmd_ls(struct osb_cli *cli, int argc, char **argv);
 int cmd_stat(struct osb_cli *cli, int argc, char **argv);

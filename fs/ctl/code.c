@@ -209,7 +209,7 @@ bool code_name_valid(const char *name)
 	for (size_t i = 0; i < sizeof(files) / sizeof(*files); i++)
 		if (strcmp(name, files[i]) == 0)
 			return false;
-	return job_name_valid(name);
+	return !code_name_is_image(name) && job_name_valid(name);
 }
 
 bool code_rec_parse(const char *base, struct code_rec *ret)
@@ -386,21 +386,27 @@ static int lang_settle(struct code *cd, int lang)
 	}
 	/* an answer that refuses is for good, and so is none at all within
 	 * request_timeout (an execd without a Jupyter server retries for
-	 * ever: WIRE.md); a connection that failed is asked again */
+	 * ever: docs/SERVER.md, section 10); a connection that failed is
+	 * asked again */
 	bool refused = rc && (err.status || rc == -ETIMEDOUT);
-	pthread_mutex_lock(&cd->lock);
 	if (rc) {
+		char why[sizeof(cd->refused[0])];
+		snprintf(why, sizeof(why), "%s: %s",
+			 err.status ? "the sandbox offers no such language" :
+			 refused    ? "no answer in time (no code interpreter "
+				      "in the sandbox?)" :
+				      "cannot ask the sandbox",
+			 err.message);
+		pthread_mutex_lock(&cd->lock);
 		cd->lang[lang] = refused ? LANG_REFUSED : LANG_UNKNOWN;
+		if (refused)
+			memcpy(cd->refused[lang], why, sizeof(why));
 		pthread_cond_broadcast(&cd->cond);
 		pthread_mutex_unlock(&cd->lock);
-		log_error("code/%s: %s: %s", code_langs[lang],
-			  err.status ? "the sandbox offers no such language" :
-			  refused    ? "no answer in time (no code interpreter "
-				       "in the sandbox?)" :
-				       "cannot ask the sandbox",
-			  err.message);
+		log_error("code/%s: %s", code_langs[lang], why);
 		return refused ? -ENOENT : -EIO;
 	}
+	pthread_mutex_lock(&cd->lock);
 	struct code_ctx *cx = add_locked(cd, lang, "", id);
 	/* the contexts made by mkdir before, still alive */
 	for (size_t i = 0; cx && i < cd->nrecs; i++) {
@@ -429,20 +435,50 @@ static int lang_settle(struct code *cd, int lang)
 	return 0;
 }
 
+/* Whether @name looks like a language's name (not a file an editor or
+ * a shell looks for): letters, digits, '+', '#' and '-'. */
+static bool lang_like(const char *name)
+{
+	size_t n = strlen(name);
+	return n && n < 32 &&
+	       strspn(name, "abcdefghijklmnopqrstuvwxyz"
+			    "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			    "0123456789+#-") == n;
+}
+
 int code_lang_open(struct code *cd, const char *name, struct code_ctx **ret)
 {
 	int lang = code_lang_index(name);
-	if (lang < 0)
+	if (lang < 0) {
+		/* said each time it is named: last_error is about it */
+		if (lang_like(name)) {
+			char known[128] = "";
+			size_t k = 0;
+			for (int i = 0; i < CODE_NLANG && k < sizeof(known);
+			     i++)
+				k += (size_t)snprintf(
+					known + k, sizeof(known) - k, "%s%s",
+					i ? ", " : "", code_langs[i]);
+			log_error("code/%s: not a language osbfs runs code in "
+				  "(%s)",
+				  name, known);
+		}
 		return -ENOENT;
+	}
 	pthread_mutex_lock(&cd->lock);
 	while (cd->lang[lang] == LANG_ASKING)
 		pthread_cond_wait(&cd->cond, &cd->lock);
 	enum lang_state s = cd->lang[lang];
 	if (s == LANG_UNKNOWN)
 		cd->lang[lang] = LANG_ASKING;
-	pthread_mutex_unlock(&cd->lock);
+	char why[sizeof(cd->refused[0])];
 	if (s == LANG_REFUSED)
+		memcpy(why, cd->refused[lang], sizeof(why));
+	pthread_mutex_unlock(&cd->lock);
+	if (s == LANG_REFUSED) {
+		log_error("code/%s: %s", name, why);
 		return -ENOENT;
+	}
 	if (s == LANG_UNKNOWN) {
 		int rc = lang_settle(cd, lang);
 		if (rc)

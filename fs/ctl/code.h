@@ -94,6 +94,21 @@ bool code_busy(struct code *cd, struct code_ctx *cx);
  * -EINVAL for an unknown verb. */
 int code_ctl(struct code *cd, struct code_ctx *cx, const char *buf, size_t len);
 
+/* A run's images, as files beside its output (code_images.c): at most
+ * CODE_IMAGES_MAX, named image-N.EXT. */
+#define CODE_IMAGES_MAX 64
+/* The name of image @i of @cx's last run, into @buf; false if none. */
+bool code_image_name(struct code *cd, struct code_ctx *cx, size_t i, char *buf,
+		     size_t size);
+/* The index of @cx's image named @name, or -1. */
+int code_image_find(struct code *cd, struct code_ctx *cx, const char *name);
+/* Image @i's bytes, into @out. 0, -ENOENT (gone: another run came) or
+ * -ENOMEM. */
+int code_image_text(struct code *cd, struct code_ctx *cx, size_t i,
+		    struct text *out);
+/* Whether @name is one an image could have (no context may). */
+bool code_name_is_image(const char *name);
+
 /* What output, result.json and input of @cx hold; their mtime. */
 int code_output_text(struct code *cd, struct code_ctx *cx, struct text *out);
 int code_result_json(struct code *cd, struct code_ctx *cx, struct text *out);

@@ -37,6 +37,15 @@ enum code_status {
 			 (why: failure) */
 };
 
+/* An image of a run's results, decoded (code_images.c). */
+struct code_image {
+	char ext[8];
+	char *data;
+	size_t len;
+};
+/* the bytes of a run's images at most, all together */
+#define CODE_IMAGES_BYTES (16u << 20)
+
 /* The last run of a context. */
 struct code_result {
 	enum code_status status;
@@ -45,6 +54,8 @@ struct code_result {
 	struct text out, err;
 	struct text value;   /* the results' text/plain, one per line */
 	struct text bundles; /* the results' MIME bundles, JSON, comma-joined */
+	struct code_image *images; /* their images, decoded */
+	size_t nimages;
 	char *ename, *evalue;
 	struct text traceback; /* a JSON array */
 	struct text tb_plain;  /* its lines, each ending with a newline */
@@ -92,6 +103,8 @@ struct code {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* on CLOCK_MONOTONIC */
 	enum lang_state lang[CODE_NLANG];
+	char refused[CODE_NLANG][1152]; /* why, for LANG_REFUSED: said again
+					  at each open, for last_error */
 	struct code_ctx *by_lang[CODE_NLANG];
 	struct code_ctx *cx[CODE_SLOTS];
 	size_t n;
@@ -141,5 +154,15 @@ bool code_maybe_ran(int rc, const struct osb_error *err);
 enum code_status code_settle(struct code *cd, struct code_ctx *cx,
 			     const char *id, long low, bool exact, char *why,
 			     size_t why_size);
+
+/* ---- code_images.c ---- */
+
+/* Adds the images of MIME bundle @bundle_json (cd->lock held). 0 or
+ * -ENOMEM; past the limits the rest is left out (r->truncated). */
+int code_images_take(struct code_result *r, const char *bundle_json);
+void code_images_release(struct code_result *r);
+/* "image-N.EXT" of image @i of @r into @buf. */
+void code_image_file_name(const struct code_result *r, size_t i, char *buf,
+			  size_t size);
 
 #endif /* OSBFS_CODE_I_H */

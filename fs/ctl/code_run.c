@@ -35,6 +35,7 @@ void code_result_release(struct code_result *r)
 	text_release(&r->err);
 	text_release(&r->value);
 	text_release(&r->bundles);
+	code_images_release(r);
 	text_release(&r->traceback);
 	text_release(&r->tb_plain);
 	memset(r, 0, sizeof(*r));
@@ -116,6 +117,8 @@ static int on_event(void *arg, const struct osb_event *ev)
 				add_locked(r, &r->bundles, ",", 1);
 			add_locked(r, &r->bundles, ev->results_json,
 				   strlen(ev->results_json));
+			if (code_images_take(r, ev->results_json))
+				r->truncated = true; /* out of memory */
 		}
 		break;
 	case OSB_EV_ERROR:

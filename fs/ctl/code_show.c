@@ -105,11 +105,23 @@ int code_output_text(struct code *cd, struct code_ctx *cx, struct text *out)
 		if (!rc)
 			rc = section(out, "traceback", tb.s, tb.len);
 	}
-	if (!rc && r->bundles.len &&
-	    (strstr(r->bundles.s, "\"image/") ||
-	     strstr(r->bundles.s, "\"text/html\"")))
+	if (!rc && r->nimages) {
+		rc = text_adds(out, "--- images\n");
+		for (size_t i = 0; !rc && i < r->nimages; i++) {
+			char name[32];
+			code_image_file_name(r, i, name, sizeof(name));
+			rc = text_printf(out, "%s\n", name);
+		}
+		if (!rc)
+			rc = text_adds(out, "--- note\nthe images are files "
+					    "beside this one; every MIME type "
+					    "is in result.json\n");
+	} else if (!rc && r->bundles.len &&
+		   (strstr(r->bundles.s, "\"image/") ||
+		    strstr(r->bundles.s, "\"text/html\""))) {
 		rc = text_adds(out, "--- note\nmore MIME types (images, "
 				    "HTML) are in result.json\n");
+	}
 	if (!rc && r->context_lost)
 		rc = text_adds(out, "--- note\nthe sandbox had lost this "
 				    "context (and its variables): the code ran "

@@ -162,6 +162,9 @@ fuse_ino_t ctl_node_ino(const struct ctl_node *n)
 {
 	if (n->kind == K_SCRATCH)
 		return scratch_ino(n->serial);
+	if (n->kind == K_CIMAGE)
+		return CTL_INO_BASE + IMAGE_INO_BIT +
+		       (code_ctx_serial(n->cx) << 8) + n->serial;
 	if (n->kind >= K_CDIR && n->kind <= K_CCTL && n->cx)
 		return CTL_INO_BASE + CODE_INO_BIT +
 		       (code_ctx_serial(n->cx) << CTL_JOB_SHIFT) +
@@ -183,6 +186,18 @@ int ctl_node_get(struct ctl *c, fuse_ino_t ino, struct ctl_node *ret)
 		ret->kind = K_SCRATCH;
 		ret->serial = v - SCRATCH_INO_BIT;
 		return scratch_exists(c, ret->serial) ? 0 : -ENOENT;
+	}
+	if (v & IMAGE_INO_BIT) {
+		v -= IMAGE_INO_BIT;
+		char name[32];
+		ret->kind = K_CIMAGE;
+		ret->cx = code_by_serial(c->code, v >> 8);
+		ret->serial = v & 0xff;
+		return ret->cx && code_image_name(c->code, ret->cx,
+						  (size_t)ret->serial, name,
+						  sizeof(name)) ?
+			       0 :
+			       -ENOENT;
 	}
 	if (v & CODE_INO_BIT) {
 		v -= CODE_INO_BIT;
@@ -252,7 +267,8 @@ static const mode_t modes[] = {
 	[K_CODE] = S_IFDIR | 0700,    [K_CDIR] = S_IFDIR | 0755,
 	[K_CINPUT] = S_IFREG | 0600,  [K_COUTPUT] = S_IFREG | 0400,
 	[K_CRESULT] = S_IFREG | 0400, [K_CCTL] = S_IFREG | 0200,
-	[K_SCRATCH] = S_IFREG | 0600,
+	[K_SCRATCH] = S_IFREG | 0600, [K_WAITALL] = S_IFREG | 0444,
+	[K_CIMAGE] = S_IFREG | 0400,
 };
 
 mode_t ctl_node_mode(struct ctl *c, const struct ctl_node *n)
@@ -286,6 +302,17 @@ static off_t len_of_code(struct ctl *c, struct code_ctx *cx,
 	off_t n = make(c->code, cx, &t) ? 0 : (off_t)t.len;
 	text_release(&t);
 	return n;
+}
+
+/* The length of the image @n. */
+static off_t len_of_image(struct ctl *c, const struct ctl_node *n)
+{
+	struct text t = { 0 };
+	off_t len = code_image_text(c->code, n->cx, (size_t)n->serial, &t) ?
+			    0 :
+			    (off_t)t.len;
+	text_release(&t);
+	return len;
 }
 
 /* A context's files change when a run starts and ends. */
@@ -383,6 +410,10 @@ void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st)
 		code_stat_times(c, n->cx, st);
 		st->st_size = len_of_code(c, n->cx, code_result_json);
 		break;
+	case K_CIMAGE:
+		code_stat_times(c, n->cx, st);
+		st->st_size = len_of_image(c, n);
+		break;
 	default:
 		if (n->job)
 			job_stat(c, n, st);
@@ -469,7 +500,10 @@ int ctl_resolve(struct ctl *c, fuse_ino_t parent, const char *name,
 			}
 			break;
 		case K_JOBS:
-			if (strcmp(name, "latest") == 0) {
+			if (strcmp(name, JOBS_WAIT_ALL) == 0) {
+				n.kind = K_WAITALL; /* not listed: it blocks */
+				rc = 0;
+			} else if (strcmp(name, "latest") == 0) {
 				jobs_ensure_loaded(c->jobs);
 				n.kind = K_LATEST;
 				rc = ctl_latest_id(c, id, sizeof(id)) ? 0 :
@@ -488,7 +522,12 @@ int ctl_resolve(struct ctl *c, fuse_ino_t parent, const char *name,
 			n.cx = p.cx;
 			rc = find_named(ctl_code_files, ctl_ncode, name,
 					&n.kind);
-			if (rc && code_ctx_is_lang(p.cx)) {
+			if (rc && code_name_is_image(name)) {
+				int i = code_image_find(c->code, p.cx, name);
+				n.kind = K_CIMAGE;
+				n.serial = i < 0 ? 0 : (uint64_t)i;
+				rc = i < 0 ? -ENOENT : 0;
+			} else if (rc && code_ctx_is_lang(p.cx)) {
 				n.kind = K_CDIR;
 				n.cx = code_find_named(c->code, p.cx, name);
 				rc = n.cx ? 0 : -ENOENT;

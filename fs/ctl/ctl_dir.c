@@ -82,6 +82,13 @@ static int snap_cdir(struct ctl *c, const struct ctl_node *dir,
 		rc = snap_add(d, cap, ctl_code_files[i].name, ctl_node_ino(&f),
 			      S_IFREG);
 	}
+	char name[32];
+	for (size_t i = 0;
+	     !rc && code_image_name(c->code, dir->cx, i, name, sizeof(name));
+	     i++) {
+		struct ctl_node f = { K_CIMAGE, NULL, i, dir->cx };
+		rc = snap_add(d, cap, name, ctl_node_ino(&f), S_IFREG);
+	}
 	if (!rc && code_ctx_is_lang(dir->cx))
 		rc = code_list_named(c->code, dir->cx, &e, &n);
 	for (size_t i = 0; !rc && i < n; i++) {
@@ -109,6 +116,9 @@ static fuse_ino_t parent_ino(struct ctl *c, const struct ctl_node *n)
 		if (code_ctx_is_lang(n->cx))
 			return ctl_ino(K_CODE, NULL);
 		p.cx = code_ctx_lang(c->code, n->cx);
+		return ctl_node_ino(&p);
+	case K_CIMAGE:
+		p.cx = n->cx;
 		return ctl_node_ino(&p);
 	default:
 		return ctl_ino(K_JOBS, NULL);

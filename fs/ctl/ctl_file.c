@@ -59,6 +59,7 @@ static void fh_free(struct ctl *c, struct ctl_fh *fh)
 		fh->next->prev = fh->prev;
 	pthread_mutex_unlock(&c->fh_lock);
 	ctl_node_put(c, &fh->node);
+	jobs_put_set(c->jobs, fh->set, fh->nset);
 	text_release(&fh->out);
 	text_release(&fh->in);
 	pthread_mutex_destroy(&fh->lock);
@@ -120,6 +121,17 @@ void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_init(&fh->lock, NULL);
 	fh->node = n;
 	fh->writer = acc != O_RDONLY;
+	/* what it waits for: the jobs running now, for each read of it */
+	if (n.kind == K_WAITALL) {
+		jobs_ensure_loaded(c->jobs);
+		err = -jobs_running(c->jobs, &fh->set, &fh->nset);
+	}
+	if (err) {
+		pthread_mutex_destroy(&fh->lock);
+		free(fh);
+		fuse_reply_err(req, err);
+		return;
+	}
 	fh_track(c, fh);
 	fi->fh = (uint64_t)(uintptr_t)fh;
 	fi->direct_io = 1;
@@ -262,6 +274,9 @@ static int make_out(struct ctl *c, struct ctl_fh *fh)
 		return code_output_text(c->code, fh->node.cx, t);
 	case K_CRESULT:
 		return code_result_json(c->code, fh->node.cx, t);
+	case K_CIMAGE:
+		return code_image_text(c->code, fh->node.cx,
+				       (size_t)fh->node.serial, t);
 	default:
 		return -EACCES;
 	}
@@ -292,6 +307,9 @@ void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	switch (fh->node.kind) {
 	case K_JWAIT:
 		job_wait(c->jobs, fh->node.job, req, size, off);
+		return;
+	case K_WAITALL:
+		jobs_wait_all(c->jobs, fh->set, fh->nset, req, size, off);
 		return;
 	case K_JSTDOUT:
 	case K_JSTDERR:

@@ -35,6 +35,7 @@ enum ctl_kind {
 	K_JOBS,
 	K_LATEST,
 	K_CODE,
+	K_WAITALL, /* jobs/wait-all */
 	/* in jobs/ID/ */
 	K_JOB,
 	K_JCMD,
@@ -54,11 +55,16 @@ enum ctl_kind {
 	K_CCTL,
 	/* a writer's temporary file (ctl_scratch.c) */
 	K_SCRATCH,
+	/* an image of a code run, beside its output (serial: its index) */
+	K_CIMAGE,
 };
 #define K_JOB_FIRST K_JOB
 /* A code context's inodes: CTL_INO_BASE + CODE_INO_BIT + 16 * its
  * serial + (kind - K_CDIR). */
 #define CODE_INO_BIT (1ull << 45)
+/* A code run's images' inodes: CTL_INO_BASE + IMAGE_INO_BIT + 256 * its
+ * context's serial + its index. */
+#define IMAGE_INO_BIT (1ull << 44)
 /* Scratch files' inodes: CTL_INO_BASE + SCRATCH_INO_BIT + serial. */
 #define SCRATCH_INO_BIT (1ull << 46)
 #define SCRATCH_MAX 64
@@ -90,7 +96,7 @@ struct ctl {
 struct ctl_node {
 	enum ctl_kind kind;
 	struct job *job;
-	uint64_t serial;     /* of a scratch file */
+	uint64_t serial;     /* of a scratch file; an image's index */
 	struct code_ctx *cx; /* code kinds: lives as long as the mount */
 };
 /* -ENOENT for an inode that names nothing (any more). */
@@ -113,11 +119,14 @@ struct ctl_fh {
 	bool writer;
 	struct text out; /* what reads return (a snapshot) */
 	bool have_out;
-	size_t out_pos;          /* run: where the next read goes on */
-	struct text in;          /* what was written, not yet used */
-	bool started;            /* run, cmd, input: the job was started (the
-				    code run) */
-	int start_rc;            /* run: how starting went */
+	size_t out_pos;   /* run: where the next read goes on */
+	struct text in;   /* what was written, not yet used */
+	bool started;     /* run, cmd, input: the job was started (the
+			     code run) */
+	int start_rc;     /* run: how starting went */
+	struct job **set; /* wait-all: the jobs running at the open
+			     (references) */
+	size_t nset;
 	char job_id[JOB_ID_MAX]; /* run: the job started */
 };
 

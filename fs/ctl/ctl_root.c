@@ -6,6 +6,7 @@
  * Every refused write is logged with log_error(), so its reason shows in
  * info's last_error and in log.
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +63,8 @@ static int expiry_json(struct ctl *c, const struct life_info *li,
 	return text_json_str(out, w);
 }
 
-int ctl_info_json(struct ctl *c, struct text *out)
+/* info's JSON, on one line. */
+static int info_line(struct ctl *c, struct text *out)
 {
 	struct osbfs *fs = c->fs;
 	struct life_info li;
@@ -98,6 +100,10 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	rc = rc ? rc : text_adds(out, ",\"server\":");
 	rc = rc ? rc :
 		  text_json_str(out, watch_away(fs) ? "away" : "reachable");
+	/* how long it has not answered (osbfs -u says so) */
+	rc = rc ? rc :
+		  text_printf(out, ",\"server_silent_s\":%lld",
+			      (watch_silent_ms(fs) + 999) / 1000);
 	rc = rc ? rc : text_adds(out, ",\"dir\":");
 	rc = rc ? rc : text_json_str(out, fs->root);
 	rc = rc ? rc : text_adds(out, ",\"mountpoint\":");
@@ -146,6 +152,24 @@ int ctl_info_json(struct ctl *c, struct text *out)
 	free(last);
 	pending_release(&pending);
 	return rc ? rc : text_adds(out, "}\n");
+}
+
+/* info: one key a line, for a person and for grep, still JSON. */
+int ctl_info_json(struct ctl *c, struct text *out)
+{
+	struct text line = { 0 };
+	int rc = info_line(c, &line);
+	cJSON *root = rc ? NULL : cJSON_ParseWithLength(line.s, line.len);
+	char *pretty = root ? cJSON_Print(root) : NULL;
+	if (!rc && pretty)
+		rc = text_adds(out, pretty);
+	else if (!rc) /* not parsed back (out of memory): as it is */
+		rc = text_add(out, line.s, line.len);
+	rc = rc || !pretty ? rc : text_adds(out, "\n");
+	free(pretty);
+	cJSON_Delete(root);
+	text_release(&line);
+	return rc;
 }
 
 /* ---- ctl verbs ---- */
@@ -360,28 +384,55 @@ static bool is_action(const char *s)
 	return s && (strcmp(s, "allow") == 0 || strcmp(s, "deny") == 0);
 }
 
+/* What is wrong with egress line @verb @arg @extra, or NULL. */
+static const char *egress_line_fault(const char *verb, const char *arg,
+				     const char *extra)
+{
+	if (!verb)
+		return "it is empty";
+	bool known = is_action(verb) || strcmp(verb, "remove") == 0 ||
+		     strcmp(verb, "default") == 0;
+	if (!known)
+		return "its first word is not allow, deny, remove or default";
+	if (!arg)
+		return strcmp(verb, "default") == 0 ?
+			       "default wants allow or deny after it" :
+			       "it names no host";
+	if (extra)
+		return "one host a line: a second word follows the host";
+	if (strcmp(verb, "default") == 0 && !is_action(arg))
+		return "default wants allow or deny after it";
+	return NULL;
+}
+
 /* "allow HOST", "deny HOST", "remove HOST" or "default allow|deny". */
 static int egress_line(struct ctl *c, char *line)
 {
 	struct osb_error err;
 	char *save = NULL;
+	char *copy = strdup(line);
+	if (!copy)
+		return -ENOMEM;
 	char *verb = strtok_r(line, " \t", &save);
 	char *arg = strtok_r(NULL, " \t", &save);
 	char *extra = strtok_r(NULL, " \t", &save);
 	bool rule = is_action(verb);
 	bool remove = verb && strcmp(verb, "remove") == 0;
-	bool def = verb && strcmp(verb, "default") == 0;
 
 	osb_error_clear(&err);
-	if (!arg || extra || !(rule || remove || def) ||
-	    (def && !is_action(arg))) {
-		log_error("egress: write lines \"allow HOST\", \"deny HOST\", "
-			  "\"remove HOST\", \"default allow|deny\"; a JSON "
-			  "array of rules to merge "
+	const char *fault = egress_line_fault(verb, arg, extra);
+	if (fault) {
+		log_error("egress: the line \"%s\" is not applied: %s. Write "
+			  "lines \"allow HOST\", \"deny HOST\", \"remove "
+			  "HOST\", \"default allow|deny\"; a JSON array of "
+			  "rules to merge "
 			  "([{\"action\":\"allow\",\"target\":\"pypi.org\"}]); "
-			  "or a whole policy, as read here");
+			  "or a whole policy, as read here",
+			  copy, fault);
+		free(copy);
 		return -EINVAL;
 	}
+	free(copy);
 	int rc = atomic_load(&c->no_sidecar) ? -ENOENT : remote_enter(c->fs);
 	if (!rc && rule)
 		rc = osb_egress_rule(c->fs->sb, verb, arg, &err);

@@ -225,6 +225,46 @@ int jobs_list(struct jobs *js, struct job_entry **ret, size_t *ret_n)
 	return 0;
 }
 
+/* Started and not ended (a job made by mkdir waits for its cmd). */
+static bool running(const struct job *j)
+{
+	return j->state == JOB_STARTING || j->state == JOB_RUNNING;
+}
+
+int jobs_running(struct jobs *js, struct job ***ret, size_t *ret_n)
+{
+	*ret = NULL;
+	*ret_n = 0;
+	pthread_mutex_lock(&js->lock);
+	size_t n = 0;
+	for (size_t i = 0; i < js->n; i++)
+		n += running(js->all[i]);
+	struct job **set = n ? calloc(n, sizeof(*set)) : NULL;
+	if (n && !set) {
+		pthread_mutex_unlock(&js->lock);
+		return -ENOMEM;
+	}
+	n = 0;
+	for (size_t i = 0; set && i < js->n; i++) {
+		struct job *j = js->all[i];
+		if (running(j)) {
+			job_get_locked(j);
+			set[n++] = j;
+		}
+	}
+	pthread_mutex_unlock(&js->lock);
+	*ret = set;
+	*ret_n = n;
+	return 0;
+}
+
+void jobs_put_set(struct jobs *js, struct job **set, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		job_put(js, set[i]);
+	free(set);
+}
+
 void jobs_counts(struct jobs *js, size_t *ret_running, size_t *ret_total)
 {
 	pthread_mutex_lock(&js->lock);
@@ -289,8 +329,10 @@ bool job_id_valid(const char *s, size_t len)
 {
 	static const char ok[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 				 "abcdefghijklmnopqrstuvwxyz0123456789._-";
+	const size_t wl = sizeof(JOBS_WAIT_ALL) - 1;
 	if (!len || len > JOB_NAME_MAX || s[0] == '.' || s[0] == '-' ||
-	    (len == 6 && memcmp(s, "latest", 6) == 0))
+	    (len == 6 && memcmp(s, "latest", 6) == 0) ||
+	    (len == wl && memcmp(s, JOBS_WAIT_ALL, wl) == 0))
 		return false;
 	for (size_t i = 0; i < len; i++)
 		if (!s[i] || !strchr(ok, s[i]))

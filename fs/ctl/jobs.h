@@ -167,4 +167,21 @@ void job_watch(struct jobs *js, struct job *j);
 void job_wait(struct jobs *js, struct job *j, fuse_req_t req, size_t size,
 	      off_t off);
 
+/* The name of the file that waits for every running job (jobs/wait-all):
+ * no job may have it. */
+#define JOBS_WAIT_ALL "wait-all"
+/* The jobs running now, a reference each, in *@ret (malloc'd, NULL when
+ * none; jobs_put_set() lets them go): what jobs/wait-all waits for.
+ * 0 or -ENOMEM. */
+int jobs_running(struct jobs *js, struct job ***ret, size_t *ret_n);
+void jobs_put_set(struct jobs *js, struct job **set, size_t n);
+/*
+ * jobs_wait_all() - answers the read @req of jobs/wait-all when every job
+ * of @set has ended: a line "ID STATUS" each, as `wait` says it, from
+ * @off (up to @size bytes); at once if they have. As job_wait(), it does
+ * not block the calling thread.
+ */
+void jobs_wait_all(struct jobs *js, struct job *const *set, size_t n,
+		   fuse_req_t req, size_t size, off_t off);
+
 #endif /* OSBFS_JOBS_H */

@@ -62,7 +62,9 @@ struct job {
 
 struct waiter {
 	fuse_req_t req;
-	struct job *job; /* a reference */
+	struct job *job;  /* a reference; NULL for jobs/wait-all */
+	struct job **set; /* jobs/wait-all's: references, malloc'd */
+	size_t nset;
 	size_t size;
 	off_t off;
 	struct waiter *next;

@@ -173,7 +173,7 @@ static void skip_logged(void *arg, const char *name, size_t len)
 		/* (the log's lock is a leaf) */
 		log_warn("skipped \"%s/%.*s\" in sandbox %s: no job's "
 			 "record (a job's name is 1 to %d of A-Z a-z 0-9 . _ "
-			 "-, not starting with . or -, not latest)",
+			 "-, not starting with . or -, not latest or wait-all)",
 			 sc->dir, (int)len, name, js->fs->sandbox_id,
 			 JOB_NAME_MAX);
 		if (js->nskipped == RECS_SKIPPED_MAX)

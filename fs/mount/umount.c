@@ -27,6 +27,7 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "holder.h"
@@ -47,6 +48,8 @@ struct minfo {
 	char sandbox_id[128];
 	char cache_dir[PATH_MAX]; /* CACHE_DIR/<sandbox id> */
 	long long dirty_files, dirty_bytes;
+	bool away;          /* the server cannot be reached */
+	long long silent_s; /* how long it has not answered, 0 if it does */
 	struct pending pending;
 };
 
@@ -119,6 +122,10 @@ static int info_read(const char *path, struct minfo *ret)
 		return EINVAL;
 	}
 	ret->pid = (pid_t)get_num(root, "pid");
+	char server[32];
+	copy_str(root, "server", server, sizeof(server));
+	ret->away = strcmp(server, "away") == 0;
+	ret->silent_s = get_num(root, "server_silent_s");
 	copy_str(root, "sandbox_id", ret->sandbox_id, sizeof(ret->sandbox_id));
 	const cJSON *cache = cJSON_GetObjectItemCaseSensitive(root, "cache");
 	copy_str(cache, "dir", ret->cache_dir, sizeof(ret->cache_dir));
@@ -159,15 +166,42 @@ static void human_size(long long n, char *buf, size_t size)
 		snprintf(buf, size, "%.1f %s", v, units[u]);
 }
 
-static void progress(const char *mp, const char *info_path)
+/* What the last progress line said. */
+struct told {
+	bool any;
+	long long files, bytes;
+	int server; /* 0 answers, 1 silent, 2 away */
+};
+
+/* A progress line: on a terminal each time; elsewhere (a log, a pipe)
+ * only when what it says changed. With a server that does not answer,
+ * it says so, and since when. */
+static void progress(const char *mp, const char *info_path, struct told *t)
 {
 	struct minfo mi;
-	char sz[32];
+	char sz[32], quiet[160] = "";
 	if (info_read(info_path, &mi) != 0)
 		return;
 	human_size(mi.dirty_bytes, sz, sizeof(sz));
-	log_stderr("osbfs: %s: uploading to sandbox %s: %lld file(s), %s to go",
-		   mp, mi.sandbox_id, mi.dirty_files, sz);
+	int server = mi.away ? 2 : mi.silent_s ? 1 : 0;
+	if (server) {
+		time_t since = time(NULL) - (time_t)mi.silent_s;
+		struct tm tm;
+		char at[16] = "?";
+		if (localtime_r(&since, &tm))
+			strftime(at, sizeof(at), "%H:%M:%S", &tm);
+		snprintf(quiet, sizeof(quiet),
+			 "; the server %s since %s (%lld s)",
+			 mi.away ? "cannot be reached" : "has not answered", at,
+			 mi.silent_s);
+	}
+	bool same = t->any && t->files == mi.dirty_files &&
+		    t->bytes == mi.dirty_bytes && t->server == server;
+	if (!same || isatty(STDERR_FILENO))
+		log_stderr("osbfs: %s: uploading to sandbox %s: %lld file(s), "
+			   "%s to go%s",
+			   mp, mi.sandbox_id, mi.dirty_files, sz, quiet);
+	*t = (struct told){ true, mi.dirty_files, mi.dirty_bytes, server };
 	pending_release(&mi.pending);
 }
 
@@ -197,6 +231,7 @@ static int sync_mount(const char *mp, const char *ctl_path,
 	}
 	long long start = mono_ms();
 	long long next = start + PROGRESS_AFTER_MS;
+	struct told t = { 0 };
 	for (;;) {
 		int st;
 		pid_t r = waitpid(child, &st, WNOHANG);
@@ -211,7 +246,7 @@ static int sync_mount(const char *mp, const char *ctl_path,
 			return ETIMEDOUT;
 		}
 		if (now >= next) {
-			progress(mp, info_path);
+			progress(mp, info_path, &t);
 			*ret_told = true;
 			next = now + PROGRESS_EVERY_MS;
 		}

@@ -47,6 +47,7 @@ struct watch {
 	pthread_key_t key;   /* frees a thread's slot when it ends */
 	bool key_made;
 	atomic_bool away;
+	atomic_llong away_ms;   /* when it went away */
 	atomic_llong probed_ms; /* the last question while away */
 	atomic_bool refused;    /* its answer came at once (refused) */
 	long long asked_ms;     /* watchdog only */
@@ -162,6 +163,8 @@ void watch_failed(struct osbfs *fs, int rc)
 	    (rc != -ECONNREFUSED && rc != -EHOSTUNREACH && rc != -ETIMEDOUT))
 		return;
 	atomic_store(&w->refused, rc == -ECONNREFUSED);
+	long long none = 0;
+	atomic_compare_exchange_strong(&w->away_ms, &none, mono_ms());
 	if (!atomic_exchange(&w->away, true))
 		log_error(
 			"the OpenSandbox server at %s cannot be reached (%s): "
@@ -207,6 +210,7 @@ static bool probe(struct osbfs *fs, struct watch *w, long long now, long every)
 	if (rc != 0)
 		return atomic_load(&w->away);
 	if (atomic_exchange(&w->away, false)) {
+		atomic_store(&w->away_ms, 0);
 		log_info("the OpenSandbox server answers again");
 		wb_retry_now(fs);
 	}
@@ -238,6 +242,20 @@ static long long oldest_request(struct watch *w)
 	}
 	pthread_mutex_unlock(&w->lock);
 	return oldest;
+}
+
+long long watch_silent_ms(struct osbfs *fs)
+{
+	struct watch *w = fs->watch;
+	if (!w)
+		return 0;
+	long long now = mono_ms();
+	if (atomic_load(&w->away)) {
+		long long since = atomic_load(&w->away_ms);
+		return since && now > since ? now - since : 1;
+	}
+	long long oldest = oldest_request(w);
+	return oldest && now - oldest > STUCK_MS ? now - oldest : 0;
 }
 
 /* A request hangs: was the sandbox paused behind our back? Then cancel

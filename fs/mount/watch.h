@@ -35,6 +35,10 @@ void watch_release(struct osbfs *fs);
 
 /* Whether the server is away (cached data is served as it is). */
 bool watch_away(struct osbfs *fs);
+/* How long the server has given no answer, in ms: since it went away,
+ * or, while it is not, for the request in flight longest without a sign
+ * of life, when that is more than a few seconds; else 0. */
+long long watch_silent_ms(struct osbfs *fs);
 /* Before a request: true when it must fail at once, the server being
  * away (asked again, quickly, at most once a second, by whoever comes). */
 bool watch_gate(struct osbfs *fs);
