@@ -140,7 +140,7 @@ static int resume_if_paused(struct osb_cli *cli, struct state_ask *a)
 	fprintf(stderr, "osb: sandbox %s is paused: resuming it\n", a->id);
 	int rc = osb_sandbox_resume(cli->client, a->id, &err);
 	if (!rc)
-		rc = osb_sandbox_wait_running(cli->client, a->id, 120 * 1000,
+		rc = osb_sandbox_wait_running(cli->client, a->id, 120L * 1000,
 					      NULL, &err);
 	if (rc)
 		cli_fail(a->id, rc, &err);

@@ -230,10 +230,9 @@ static void complete_args(struct osb_cli *cli, const struct cli_cmd *c,
 		cli_print_config_keys(stdout);
 	} else if (strcmp(c->name, "session") == 0 && npos == 0) {
 		puts("create\nrun\ndelete");
-	} else if (strncmp(c->synopsis, "SANDBOX_ID", 10) == 0 && npos == 0) {
-		print_ids(cli);
-	} else if (strcmp(c->name, "session") == 0 && npos == 1) {
-		print_ids(cli);
+	} else if ((strncmp(c->synopsis, "SANDBOX_ID", 10) == 0 && npos == 0) ||
+		   (strcmp(c->name, "session") == 0 && npos == 1)) {
+		print_ids(cli); /* a session's id follows its verb */
 	}
 }
 

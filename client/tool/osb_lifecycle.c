@@ -233,7 +233,7 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 		/* the shape of get and list; a create's answer names no
 		 * image (with --skip-health-check): the one asked for */
 		struct cli_rec *r = rec_object();
-		if (!info.image)
+		if (!info.image && p.image)
 			info.image = strdup(p.image);
 		rec_sandbox(r, &info);
 		status = cli_print(cli, r, NULL);
