@@ -284,7 +284,7 @@ static int common_opts(struct osb_cli *cli, const struct cli_cmd *c, int *argc,
 	return -1;
 }
 
-static const struct cli_cmd *find_cmd(const char *group, const char *name)
+const struct cli_cmd *cli_find_cmd(const char *group, const char *name)
 {
 	for (size_t i = 0; i < cli_ncmds; i++) {
 		const struct cli_cmd *c = &cli_cmds[i];
@@ -296,7 +296,7 @@ static const struct cli_cmd *find_cmd(const char *group, const char *name)
 	return NULL;
 }
 
-static bool is_group(const char *name)
+bool cli_is_group(const char *name)
 {
 	for (size_t g = 0; g < cli_ngroups; g++)
 		if (strcmp(cli_groups[g].name, name) == 0)
@@ -480,8 +480,8 @@ static const struct cli_cmd *pick_cmd(struct osb_cli *cli, int argc,
 				      char **argv, int *shift, int *status)
 {
 	const char *name = argv[optind];
-	if (!is_group(name)) {
-		const struct cli_cmd *c = find_cmd(NULL, name);
+	if (!cli_is_group(name)) {
+		const struct cli_cmd *c = cli_find_cmd(NULL, name);
 		*shift = 0;
 		if (!c)
 			*status = cli_usage("unknown command \"%s\"", name);
@@ -492,18 +492,18 @@ static const struct cli_cmd *pick_cmd(struct osb_cli *cli, int argc,
 	/* the older `osb egress`: the policy of the sandbox of -s */
 	if (!sub && strcmp(name, "egress") == 0 && cli->sandbox_id) {
 		*shift = 0;
-		return find_cmd(NULL, "egress");
+		return cli_find_cmd(NULL, "egress");
 	}
 	if (!sub || strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
 		cli_help_group(stdout, name);
 		*status = 0;
 		return NULL;
 	}
-	const struct cli_cmd *c = find_cmd(name, sub);
+	const struct cli_cmd *c = cli_find_cmd(name, sub);
 	/* egress's older words (allow, deny, delete) */
 	if (!c && strcmp(name, "egress") == 0) {
 		*shift = 0;
-		c = find_cmd(NULL, "egress");
+		c = cli_find_cmd(NULL, "egress");
 	}
 	if (!c) {
 		*status = cli_usage("unknown command \"%s %s\"", name, sub);

@@ -174,24 +174,11 @@ static void print_ids(struct osb_cli *cli)
 	osb_client_free(c);
 }
 
+/* A command with help (no older spelling) of @group, or NULL. */
 static const struct cli_cmd *find(const char *group, const char *name)
 {
-	for (size_t i = 0; i < cli_ncmds; i++) {
-		const struct cli_cmd *c = &cli_cmds[i];
-		if (c->help && strcmp(c->name, name) == 0 &&
-		    (group ? c->group && strcmp(c->group, group) == 0 :
-			     !c->group))
-			return c;
-	}
-	return NULL;
-}
-
-static bool is_group(const char *w)
-{
-	for (size_t g = 0; g < cli_ngroups; g++)
-		if (strcmp(cli_groups[g].name, w) == 0)
-			return true;
-	return false;
+	const struct cli_cmd *c = cli_find_cmd(group, name);
+	return c && c->help ? c : NULL;
 }
 
 /* The words after the command: what goes where @cur is. */
@@ -290,7 +277,7 @@ int cmd_complete(struct osb_cli *cli, int argc, char **argv)
 			print_commands();
 		return 0;
 	}
-	const char *group = is_group(w[i]) ? w[i++] : NULL;
+	const char *group = cli_is_group(w[i]) ? w[i++] : NULL;
 	if (group && i == n - 1) {
 		for (size_t k = 0; k < cli_ncmds; k++)
 			if (cli_cmds[k].group &&

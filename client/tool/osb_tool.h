@@ -105,6 +105,11 @@ struct cli_group {
 };
 extern const struct cli_group cli_groups[];
 extern const size_t cli_ngroups;
+/* The command @name of @group (NULL: the top), the first in the table
+ * (a command before its older spelling); NULL if none (osb.c). */
+const struct cli_cmd *cli_find_cmd(const char *group, const char *name);
+/* Whether @name is a group's. */
+bool cli_is_group(const char *name);
 
 /* `osb --help`, `osb GROUP --help`, `osb GROUP NAME --help` to @out. */
 void cli_help_main(FILE *out);
