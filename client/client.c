@@ -490,6 +490,76 @@ int osb_metrics_get(struct osb_sandbox *sb, struct osb_metrics *ret,
 	return rc;
 }
 
+struct metrics_watch {
+	osb_metrics_fn fn;
+	void *arg;
+	struct buf line;
+};
+
+#define METRICS_LINE_MAX 65536
+
+/* One line of the watch: blank lines and SSE fields other than data are
+ * skipped. 0, the callback's value, or -EPROTO. */
+static int metrics_line(struct metrics_watch *w, char *line, size_t len)
+{
+	line = stream_payload(line, &len);
+	if (!line)
+		return 0;
+	struct osb_metrics m;
+	if (json_metrics(line, len, &m) == 0)
+		return w->fn(w->arg, &m, NULL);
+	char msg[512];
+	if (json_error_field(line, len, msg, sizeof(msg)) == 0)
+		return w->fn(w->arg, NULL, msg);
+	return -EPROTO;
+}
+
+static int metrics_sink(void *arg, const void *data, size_t len)
+{
+	struct metrics_watch *w = arg;
+	const char *p = data, *end = p + len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		if (w->line.len + n > METRICS_LINE_MAX)
+			return -EPROTO;
+		if (buf_append(&w->line, p, n))
+			return -ENOMEM;
+		p += n;
+		if (!nl)
+			break;
+		p++;
+		if (buf_append(&w->line, "", 1))
+			return -ENOMEM;
+		int rc = metrics_line(w, w->line.data, w->line.len - 1);
+		w->line.len = 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int osb_metrics_watch(struct osb_sandbox *sb, osb_metrics_fn fn, void *arg,
+		      struct osb_error *err)
+{
+	struct metrics_watch w = { .fn = fn, .arg = arg };
+	struct http_response rs = { 0 };
+	struct http_request rq = { .method = "GET",
+				   .path = "/metrics/watch",
+				   .sink = metrics_sink,
+				   .sink_arg = &w,
+				   .streaming = true,
+				   .retry = HTTP_RETRY_IDEMPOTENT };
+	int rc = execd_call(sb, &rq, &rs, err);
+	if (rc == -EPROTO && rs.sink_stopped)
+		osb_error_set(err, rs.status, "",
+			      "GET /metrics/watch: a line that is not a "
+			      "sample");
+	buf_release(&w.line);
+	http_response_release(&rs);
+	return rc;
+}
+
 int osb_wait_ready(struct osb_sandbox *sb, long timeout_ms,
 		   struct osb_error *err)
 {

@@ -65,6 +65,17 @@ static void first_line(const char *body, size_t len, char *msg, size_t size)
 	msg[n] = '\0';
 }
 
+int json_error_field(const char *body, size_t len, char *msg, size_t msg_size)
+{
+	cJSON *root = parse(body, len);
+	const char *e = get_str(root, "error");
+	bool found = e != NULL;
+	if (found)
+		snprintf(msg, msg_size, "%s", e);
+	cJSON_Delete(root);
+	return found ? 0 : -EPROTO;
+}
+
 void json_error_body(const char *body, size_t len, char *code, size_t code_size,
 		     char *msg, size_t msg_size)
 {
@@ -485,6 +496,15 @@ char *json_create_request(const struct osb_create_params *p)
 		return NULL;
 	}
 	cJSON_AddStringToObject(image, "uri", p->image ? p->image : "");
+	if (p->image_username || p->image_password) {
+		cJSON *auth = cJSON_AddObjectToObject(image, "auth");
+		cJSON_AddStringToObject(auth, "username",
+					p->image_username ? p->image_username :
+							    "");
+		cJSON_AddStringToObject(auth, "password",
+					p->image_password ? p->image_password :
+							    "");
+	}
 	for (size_t i = 0; ep[i]; i++)
 		cJSON_AddItemToArray(arr, cJSON_CreateString(ep[i]));
 	if (p->timeout_s > 0)
@@ -509,6 +529,23 @@ char *json_create_request(const struct osb_create_params *p)
 			return NULL;
 		}
 		cJSON_AddItemToObject(root, "networkPolicy", np);
+	}
+	if (p->extensions && p->extensions->n)
+		cJSON_AddItemToObject(root, "extensions",
+				      kv_object(p->extensions));
+	if (p->credential_proxy)
+		cJSON_AddBoolToObject(
+			cJSON_AddObjectToObject(root, "credentialProxy"),
+			"enabled", 1);
+	if (p->volumes_json) {
+		cJSON *v = cJSON_ParseWithOpts(p->volumes_json, NULL, 1);
+		if (!cJSON_IsArray(v)) {
+			cJSON_Delete(v);
+			cJSON_Delete(root);
+			errno = EINVAL;
+			return NULL;
+		}
+		cJSON_AddItemToObject(root, "volumes", v);
 	}
 	return print(root);
 }

@@ -104,7 +104,8 @@ int osb_sandbox_create(struct osb_client *c, const struct osb_create_params *p,
 		osb_error_set(
 			err, 0, "", "%s",
 			e == EINVAL ?
-				"the network policy is not a JSON object" :
+				"the network policy is not a JSON object, "
+				"or the volumes not a JSON array" :
 				"out of memory");
 		return -e;
 	}

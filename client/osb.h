@@ -320,6 +320,12 @@ struct osb_create_params {
 		network_policy_json; /* NetworkPolicy object as JSON, or NULL */
 	const char *cpu;    /* resource limits, e.g. "500m"; NULL = none */
 	const char *memory; /* e.g. "512Mi" */
+	/* a private registry's login for the image; both or neither */
+	const char *image_username, *image_password;
+	const struct osb_kvlist *extensions; /* server-defined, may be NULL */
+	const char *volumes_json; /* a JSON array of volumes, or NULL */
+	bool credential_proxy;    /* the credential vault's proxy (needs a
+				     network policy) */
 };
 
 /* Creates a sandbox (not idempotent: never retried after it may have
@@ -436,6 +442,16 @@ struct osb_metrics {
  * without these five numbers. */
 int osb_metrics_get(struct osb_sandbox *sb, struct osb_metrics *ret,
 		    struct osb_error *err);
+/* One sample of a watch, or (@m NULL) the error execd sent instead of
+ * one. A non-zero return ends the watch with that value. */
+typedef int (*osb_metrics_fn)(void *arg, const struct osb_metrics *m,
+			      const char *error);
+/* GET /metrics/watch: execd sends a sample a second, a JSON object a line
+ * ("data: " before it is taken too), until the connection ends: returns
+ * 0 when the server ends it, @fn's value when @fn ends it, else a
+ * negative errno (-EPROTO for a line that is not a sample). */
+int osb_metrics_watch(struct osb_sandbox *sb, osb_metrics_fn fn, void *arg,
+		      struct osb_error *err);
 
 /* ------------------------------------------------------------------ */
 /* Files */

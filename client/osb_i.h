@@ -205,6 +205,10 @@ long http_backoff_ms(const struct osb_client *c, int attempt);
 void json_error_body(const char *body, size_t len, char *code, size_t code_size,
 		     char *msg, size_t msg_size);
 
+/* {"error": "..."} (what a stream sends in place of an item): 0 and its
+ * message, else -EPROTO. */
+int json_error_field(const char *body, size_t len, char *msg, size_t msg_size);
+
 int json_stat_map_get(const char *body, size_t len, const char *key,
 		      struct osb_stat *ret);
 
@@ -319,6 +323,10 @@ struct event_stream {
 	int rc;               /* first error */
 	struct osb_error err; /* the error behind rc */
 };
+/* The payload of one line of a stream (NUL-terminated, @len its length
+ * in and out): the line as it is, or after "data:" (an SSE field); NULL
+ * for a line to skip (blank, an SSE comment, event:, id:, retry:). */
+char *stream_payload(char *line, size_t *len);
 void event_stream_init(struct event_stream *s, osb_event_fn fn, void *arg);
 void event_stream_release(struct event_stream *s);
 /* An osb_sink_fn: feeds bytes of the body. Returns 1 (stop) after the

@@ -41,27 +41,37 @@ static int exit_code_of(const struct osb_event *ev)
 	return (int)v;
 }
 
+char *stream_payload(char *line, size_t *len)
+{
+	size_t n = *len;
+	while (n && (line[n - 1] == '\r'))
+		line[--n] = '\0';
+	if (!n || line[0] == ':')
+		return NULL;
+	if (strncmp(line, "data:", 5) == 0) {
+		line += 5;
+		n -= 5;
+		while (n && *line == ' ') {
+			line++;
+			n--;
+		}
+	} else if (strncmp(line, "event:", 6) == 0 ||
+		   strncmp(line, "id:", 3) == 0 ||
+		   strncmp(line, "retry:", 6) == 0) {
+		return NULL;
+	}
+	*len = n;
+	return n ? line : NULL;
+}
+
 static int handle_line(struct event_stream *s, char *line, size_t len)
 {
 	struct osb_event ev;
 	struct json_event_store store;
 
-	while (len && (line[len - 1] == '\r'))
-		line[--len] = '\0';
-	if (!len || line[0] == ':')
+	line = stream_payload(line, &len);
+	if (!line)
 		return 0;
-	if (strncmp(line, "data:", 5) == 0) {
-		line += 5;
-		len -= 5;
-		while (len && *line == ' ') {
-			line++;
-			len--;
-		}
-	} else if (strncmp(line, "event:", 6) == 0 ||
-		   strncmp(line, "id:", 3) == 0 ||
-		   strncmp(line, "retry:", 6) == 0) {
-		return 0;
-	}
 	int rc = json_event(line, len, &ev, &store, &s->err);
 	if (rc == -EPROTO) {
 		osb_error_set(&s->err, 200, "",

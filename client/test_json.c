@@ -215,6 +215,20 @@ static void test_metrics(void)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		CHECK(json_metrics(bad[i], strlen(bad[i]), &m) == -EPROTO,
 		      "refused: %s", bad[i]);
+	/* what /metrics/watch sends in place of a sample */
+	static const char err_line[] = "{\"error\":\"failed to get CPU\"}";
+	char msg[64];
+	CHECK(json_error_field(err_line, sizeof(err_line) - 1, msg,
+			       sizeof(msg)) == 0 &&
+		      strcmp(msg, "failed to get CPU") == 0,
+	      "metrics error line");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(json_error_field(bad[i], strlen(bad[i]), msg,
+				       sizeof(msg)) == -EPROTO,
+		      "not an error line: %s", bad[i]);
+	CHECK(json_error_field("{\"error\":7}", 11, msg, sizeof(msg)) ==
+		      -EPROTO,
+	      "an error that is not a text");
 }
 
 int main(void)

@@ -1,6 +1,7 @@
 """The server as a whole: configuration, the sandbox table, persistence,
 the expiry/pending ticker, endpoints, forced states."""
 
+import hashlib
 import json
 import os
 import ssl
@@ -14,6 +15,15 @@ from .lifecycle import LifecycleHandler
 from .sandbox import Sandbox
 from .sandboxfs import empty_trash
 from .util import uuid_id
+
+
+def image_auth(auth):
+    """A registry login as the record keeps it: the user, and the
+    password's sha256 only (the record is a file on disk)."""
+    if not isinstance(auth, dict):
+        return None
+    pw = auth.get("password") or ""
+    return {"username": auth.get("username"), "passwordSha256": hashlib.sha256(pw.encode()).hexdigest()}
 
 TICK = 0.1
 
@@ -92,6 +102,7 @@ class App:
     # -- sandboxes ---------------------------------------------------------------------------
 
     def create_sandbox(self, body, timeout, md, np_, pol):
+        """A sandbox's record from a valid create request."""
         now = time.time()
         img = body.get("image") or {}
         rec = {
@@ -105,6 +116,12 @@ class App:
             "expiresAt": (now + timeout) if timeout is not None else None,
             "resourceLimits": body.get("resourceLimits", body.get("resource_limits")),
             "platform": body.get("platform"),
+            # kept to be read back by tests (/_admin/sandboxes/ID); a
+            # local sandbox mounts no volumes and pulls no image
+            "extensions": body.get("extensions"),
+            "volumes": body.get("volumes"),
+            "credentialProxy": body.get("credentialProxy"),
+            "imageAuth": image_auth(img.get("auth")),
             "networkPolicy": np_,
             "egressPolicy": pol,
             "hp": None,

@@ -13,6 +13,7 @@ sandbox has a token: --secure-access, or EXECD_ACCESS_TOKEN in its env),
 then the route.  Unknown routes: gin's "404 page not found".
 """
 
+import json
 import re
 import time
 
@@ -75,6 +76,7 @@ class ExecdHandler(Handler):
             ("GET", "/code/contexts"): k.list_contexts,
             ("DELETE", "/code/contexts"): k.delete_by_language,
             ("GET", "/metrics"): self._metrics,
+            ("GET", "/metrics/watch"): self._watch_metrics,
         }
         fn = table.get((method, path))
         if fn is not None:
@@ -120,6 +122,22 @@ class ExecdHandler(Handler):
         self.send_empty(200)
 
     def _metrics(self, _h=None):
+        self.send_json(200, self._sample())
+
+    def _watch_metrics(self, _h=None):
+        """execd's stream: after each second a sample, one JSON object a
+        line (no SSE framing), until the client goes away."""
+        self.stream_start(200, [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")])
+        try:
+            while True:
+                time.sleep(1)
+                self.stream_write(json.dumps(self._sample()).encode() + b"\n")
+                self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
+    @staticmethod
+    def _sample():
         import os
         try:
             with open("/proc/meminfo") as fh:
@@ -128,9 +146,9 @@ class ExecdHandler(Handler):
             used = total - mi.get("MemAvailable", 0) / 1024.0
         except (OSError, ValueError):
             total = used = 0.0
-        self.send_json(200, {"cpu_count": float(os.cpu_count() or 1), "cpu_used_pct": 0.0,
-                             "mem_total_mib": total, "mem_used_mib": used,
-                             "timestamp": int(time.time() * 1000)})
+        return {"cpu_count": float(os.cpu_count() or 1), "cpu_used_pct": 0.0,
+                "mem_total_mib": total, "mem_used_mib": used,
+                "timestamp": int(time.time() * 1000)}
 
     def _bad_gateway(self):
         self.send_bytes(502, b"Bad Gateway", "text/plain; charset=utf-8")

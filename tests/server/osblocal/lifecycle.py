@@ -524,4 +524,6 @@ class LifecycleHandler(Handler):
         self.send_json(200, {"id": sid, "state": r["state"], "hp": r.get("hp"), "base": sb.base,
                              "rootfs": sb.fs.rootfs, "execdToken": sb.execd_token(),
                              "egressToken": r.get("egressToken"), "listening": sb.listening,
-                             "processes": len(sb.procs), "egressPolicy": sb.egress_policy()})
+                             "processes": len(sb.procs), "egressPolicy": sb.egress_policy(),
+                             "create": {k: r.get(k) for k in ("extensions", "volumes", "credentialProxy",
+                                                              "imageAuth", "resourceLimits")}})
