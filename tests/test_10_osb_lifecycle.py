@@ -140,8 +140,8 @@ def test_create_bad_network_policy_file(osbc, workdir):
 @pytest.mark.parametrize("args, msg", [
     (["--timeout", "soon"], "bad --timeout soon"),
     (["--timeout", "0"], "bad --timeout 0"),
-    (["--env", "NOEQUALS"], "bad --env NOEQUALS"),
-    (["--metadata", "=v"], "bad --metadata =v"),
+    (["--env", "NOEQUALS"], "bad --env NOEQUALS (KEY=VALUE)"),
+    (["--metadata", "=v"], "bad --metadata =v (KEY=VALUE)"),
     (["extra"], "create takes no arguments"),
 ])
 def test_create_bad_arguments(osbc, args, msg):

@@ -753,3 +753,191 @@ def test_bash_completion_offers_commands_options_and_ids(server, osbc, sandbox, 
     r = subprocess.run([str(OSB)], capture_output=True, text=True, timeout=30, env=env)
     assert r.returncode == 0 and r.stdout == script.read_text()
     assert "compadd" in osbc.ok("completion", "zsh").out
+
+
+# ---------------------------------------------------------------- the official CLI's grammar
+
+GRAMMAR = ROOT / "tests" / "data" / "official-cli.grammar"
+# groups of the official CLI that osb does not have, and why (README's
+# "osb and the official CLI" says the same)
+NOT_CARRIED = {
+    "credential-vault": "the egress sidecar's credential vault: not in osb yet",
+    "diagnostics": "server-defined diagnostics routes outside the lifecycle API",
+    "devops": "server-defined diagnostics routes outside the lifecycle API",
+    "skills": "installs the official CLI's agent skill files on the local machine",
+}
+
+
+def official_grammar():
+    """[(path words, [argument], [[spelling...]], [-o format])] of the
+    official CLI, as scripts/official-cli-grammar read it from its source."""
+    rows = []
+    for line in GRAMMAR.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        path, args, opts = (x.strip() for x in line.split("|"))
+        words = [] if path == "-" else path.split()
+        spellings, formats = [], []
+        for opt in filter(None, (o.strip() for o in opts.split(","))):
+            if "=" in opt:
+                opt, fmts = opt.split("=", 1)
+                formats = fmts.split(",")
+            spellings.append(opt.split())
+        rows.append((words, args.split(), spellings, formats))
+    return rows
+
+
+def carried(rows):
+    return [pytest.param(*r, id=" ".join(r[0]) or "osb") for r in rows if not r[0] or r[0][0] not in NOT_CARRIED]
+
+
+def test_the_official_grammar_has_only_groups_osb_has_or_says_it_has_not():
+    rows = official_grammar()
+    assert len(rows) > 50, rows
+    groups = {r[0][0] for r in rows if r[0]}
+    assert groups == set(GROUPS) | set(NOT_CARRIED), groups
+    for g in GROUPS:
+        ours = {tuple(r[0][1:2]) for r in rows if r[0] and r[0][0] == g and len(r[0]) > 1}
+        assert ours <= {(c,) for c in GROUPS[g]}, (g, ours)
+
+
+def has_word(text, word):
+    return re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(word), text) is not None
+
+
+@pytest.mark.parametrize("words,args,spellings,formats", carried(official_grammar()))
+def test_every_official_command_argument_and_option_is_in_osbs_help(osbc, words, args, spellings, formats):
+    out = osbc.ok(*words, "--help").out
+    for sp in spellings:
+        for s in sp:
+            assert has_word(out, s), (words, s, out)
+    if formats:
+        line = next((l for l in out.splitlines() if "--output" in l), "")
+        for f in formats:
+            assert has_word(line, f), (words, f, line)
+    usage = out.split("\n\n", 1)[0]
+    for a in args:
+        # PATHS... is our PATH...; SANDBOX_IDS... our SANDBOX_ID...
+        name = a.rstrip(".")
+        name = name[:-1] if a.endswith("...") and name.endswith("S") else name
+        assert has_word(usage, name), (words, a, usage)
+        if a.endswith("..."):
+            assert name + "..." in usage, (words, a, usage)
+
+
+# ---------------------------------------------------------------- options the grammar brought
+
+def create_record(server, sid):
+    st, b = server.admin("GET", "/_admin/sandboxes/%s" % sid)
+    assert st == 200, (st, b)
+    return b["create"]
+
+
+def test_create_sends_extensions_volumes_credential_proxy_and_a_registry_login(server, osbc, cleanup_sandboxes,
+                                                                              tmp_path):
+    pol = tmp_path / "policy.json"
+    pol.write_text(json.dumps(POLICY))
+    vols = [{"name": "data", "host": {"path": "/srv/data"}, "mountPath": "/data", "readOnly": True}]
+    vfile = tmp_path / "volumes.json"
+    vfile.write_text(json.dumps(vols))
+    pw = tmp_path / "pw"
+    pw.write_text("s3cret-token\n")
+    d = js(osbc.run("sandbox", "create", *IMG, "--extension", "tier=gold", "--extension", "zone=a",
+                    "--volumes-file", vfile, "--credential-proxy", "--network-policy-file", pol,
+                    "--image-auth-username", "robot", "--image-auth-password-file", pw,
+                    "--skip-health-check", "-o", "json"))
+    cleanup_sandboxes.append(d["id"])
+    rec = create_record(server, d["id"])
+    assert rec["extensions"] == {"tier": "gold", "zone": "a"}
+    assert rec["volumes"] == vols
+    assert rec["credentialProxy"] == {"enabled": True}
+    import hashlib
+    assert rec["imageAuth"] == {"username": "robot",
+                                "passwordSha256": hashlib.sha256(b"s3cret-token").hexdigest()}
+    # the password on the command line works too
+    sid = osbc.ok("sandbox", "create", *IMG, "--image-auth-username", "robot", "--image-auth-password", "pw2",
+                  "--skip-health-check", "-q").lines()[0]
+    cleanup_sandboxes.append(sid)
+    assert create_record(server, sid)["imageAuth"]["passwordSha256"] == hashlib.sha256(b"pw2").hexdigest()
+
+
+@pytest.mark.parametrize("args,rc,says", [
+    (["--credential-proxy"], 2, "--credential-proxy needs --network-policy-file"),
+    (["--image-auth-username", "robot"], 2, "--image-auth-username and --image-auth-password go together"),
+    (["--image-auth-password", "x"], 2, "--image-auth-username and --image-auth-password go together"),
+    (["--extension", "novalue"], 2, "bad --extension novalue"),
+    (["--volumes-file", "OBJ"], 1, "OBJ: not a JSON array"),
+    (["--volumes-file", "BAD"], 1, "BAD: not valid JSON"),
+])
+def test_create_refuses_what_the_server_would_not_get_right_before_asking(server, osbc, tmp_path, args, rc, says):
+    (tmp_path / "OBJ").write_text('{"name": "x"}')
+    (tmp_path / "BAD").write_text('[{"name": ')
+    args = [str(tmp_path / a) if a in ("OBJ", "BAD") else a for a in args]
+    server.reset_stats()
+    res = osbc.fails("sandbox", "create", *IMG, *args, rc=rc)
+    assert says in res.err, res.describe()
+    assert server.stats().get("sandboxes", {}) == {}, server.stats()
+
+
+def test_file_cat_and_write_in_another_encoding(server, osbc, sandbox):
+    server.write_file(sandbox, W + "/latin.txt", "café crème\n".encode("latin-1"))
+    assert osbc.ok("file", "cat", sandbox, W + "/latin.txt", "--encoding", "latin-1").out == "café crème\n"
+    assert osbc.ok("file", "cat", sandbox, W + "/latin.txt", "--encoding", "ISO-8859-1", "-o", "raw").out \
+        == "café crème\n"
+    # utf-8 (the default) is the bytes as they are
+    assert osbc.run("file", "cat", sandbox, W + "/latin.txt", "--encoding", "utf-8").out_bytes \
+        == "café crème\n".encode("latin-1")
+    osbc.ok("file", "write", sandbox, W + "/u16.txt", "--encoding", "utf_16", "-c", "naïve ☃", "-q")
+    assert server.read_file(sandbox, W + "/u16.txt").decode("utf-16") == "naïve ☃"
+    assert osbc.ok("file", "cat", sandbox, W + "/u16.txt", "--encoding", "utf-16").out == "naïve ☃"
+    osbc.ok("file", "write", sandbox, W + "/l1.txt", "--encoding", "latin1", "-q", stdin="déjà vu".encode())
+    assert server.read_file(sandbox, W + "/l1.txt") == "déjà vu".encode("latin-1")
+
+
+def test_text_that_does_not_convert_is_refused_with_where_and_nothing_is_written(server, osbc, sandbox):
+    res = osbc.fails("file", "write", sandbox, W + "/a.txt", "--encoding", "ascii", "-c", "ok é")
+    assert "byte 3 cannot be converted" in res.err and "ascii" in res.err, res.describe()
+    assert server.stat(sandbox, W + "/a.txt") is None
+    server.write_file(sandbox, W + "/odd.bin", b"a\x00b")
+    res = osbc.run("file", "cat", sandbox, W + "/odd.bin", "--encoding", "utf-16le")
+    assert res.rc == 1 and res.err.count("\n") == 1 and "ends inside a character at byte 2" in res.err, res.describe()
+    assert res.out == "a"  # what converted, as iconv(1) prints it
+    res = osbc.fails("file", "cat", sandbox, W + "/odd.bin", "--encoding", "klingon", rc=2)
+    assert "unknown encoding klingon" in res.err, res.describe()
+
+
+def test_metrics_watch_prints_a_sample_a_second_until_stopped(server, osbc, sandbox):
+    p = subprocess.Popen([str(OSB), "sandbox", "metrics", sandbox, "--watch", "-o", "json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=osbc.env())
+    try:
+        t0 = time.monotonic()
+        samples = [json.loads(p.stdout.readline()) for _ in range(3)]
+        took = time.monotonic() - t0
+    finally:
+        p.kill()
+        p.wait()
+    for s in samples:
+        assert set(s) == {"cpu_count", "cpu_used_percentage", "memory_total_in_mib", "memory_used_in_mib",
+                          "timestamp"}, s
+        assert s["cpu_count"] >= 1 and s["memory_total_in_mib"] > 0
+    assert samples[0]["timestamp"] < samples[1]["timestamp"] < samples[2]["timestamp"]
+    assert took >= 1.5, took  # execd's cadence, not osb asking again and again
+    assert server.stats()["sandboxes"][sandbox].get("GET /metrics/watch") == 1
+    lines = []
+    q = subprocess.Popen([str(OSB), "sandbox", "metrics", sandbox, "--watch"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=osbc.env())
+    try:
+        lines = [q.stdout.readline() for _ in range(2)]
+    finally:
+        q.kill()
+        q.wait()
+    assert all(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ cpu [\d.]+% of \d+ cores, memory [\d.]+/[\d.]+ MiB\n$", l)
+               for l in lines), lines
+
+
+def test_a_session_run_is_stopped_at_its_timeout(osbc, sandbox):
+    sess = osbc.ok("command", "session", "create", sandbox, "-o", "raw").lines()[0]
+    t0 = time.monotonic()
+    res = osbc.run("command", "session", "run", sandbox, sess, "-t", "1s", "--", "sleep 20; echo late")
+    assert time.monotonic() - t0 < 15, res.describe()
+    assert res.rc != 0 and "late" not in res.out and "timeout" in res.err, res.describe()

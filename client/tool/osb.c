@@ -324,6 +324,20 @@ static char *take_secret(char *arg)
 	return copy;
 }
 
+int cli_secret_opt(char **slot, bool from_file, char *arg)
+{
+	struct osb_error err;
+	if (*slot)
+		explicit_bzero(*slot, strlen(*slot));
+	free(*slot);
+	*slot = NULL;
+	if (!from_file)
+		*slot = take_secret(arg);
+	else if (osb_read_key_file(arg, slot, &err))
+		return cli_fail(NULL, -EINVAL, &err);
+	return *slot ? 0 : cli_fail(NULL, -ENOMEM, NULL);
+}
+
 enum {
 	OPT_DOMAIN = 256,
 	OPT_PROTOCOL,
@@ -378,9 +392,8 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct osb_error err;
 	long v;
-	int c;
+	int c, st;
 
 	while ((c = getopt_long(argc, argv, "+hvqs:H:o:", opts, NULL)) != -1) {
 		switch (c) {
@@ -392,16 +405,10 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 			break;
 		case OPT_API_KEY:
 		case OPT_API_KEY_FILE:
-			if (g->key)
-				explicit_bzero(g->key, strlen(g->key));
-			free(g->key);
-			g->key = NULL;
-			if (c == OPT_API_KEY)
-				g->key = take_secret(optarg);
-			else if (osb_read_key_file(optarg, &g->key, &err))
-				return cli_fail(NULL, -EINVAL, &err);
-			if (!g->key)
-				return cli_fail(NULL, -ENOMEM, NULL);
+			st = cli_secret_opt(&g->key, c == OPT_API_KEY_FILE,
+					    optarg);
+			if (st)
+				return st;
 			g->cfg.api_key = g->key;
 			break;
 		case OPT_CACERT:

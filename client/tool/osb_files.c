@@ -472,6 +472,7 @@ struct file_opts {
 	bool mode_given;
 	const char *owner, *group;
 	const char *content, *old, *new_text, *pattern;
+	const char *encoding; /* NULL: UTF-8, written as it is */
 };
 
 static int parse_file_opts(int argc, char **argv, const char *shorts,
@@ -500,9 +501,7 @@ static int parse_file_opts(int argc, char **argv, const char *shorts,
 			f->content = optarg;
 			break;
 		case 'E':
-			if (strcasecmp(optarg, "utf-8") != 0 &&
-			    strcasecmp(optarg, "utf8") != 0)
-				return cli_usage("only utf-8 is written as is");
+			f->encoding = cli_is_utf8(optarg) ? NULL : optarg;
 			break;
 		case 'O':
 			f->old = optarg;
@@ -670,20 +669,43 @@ int cmd_replace(struct osb_cli *cli, int argc, char **argv)
 	return cli_print(cli, r, NULL);
 }
 
-/* cat SANDBOX_ID PATH: the file to stdout, as it is */
+/* cat SANDBOX_ID PATH [--encoding E]: the file to stdout, as it is, or
+ * decoded from E into UTF-8 */
 int cmd_cat(struct osb_cli *cli, int argc, char **argv)
 {
+	struct file_opts f = { 0 };
 	struct osb_error err;
-	int first = cli_take_id(cli, argc, argv, 1, 1);
+
+	int rc = parse_file_opts(argc, argv, "", "E", &f);
+	if (rc)
+		return rc;
+	int first = cli_take_id(cli, argc, argv, optind, 1);
 	if (first + 1 != argc)
-		return cli_usage("usage: osb file cat SANDBOX_ID PATH");
+		return cli_usage("usage: osb file cat SANDBOX_ID PATH "
+				 "[--encoding ENCODING]");
 	struct osb_sandbox *sb = cli_sandbox(cli);
 	if (!sb)
 		return 1;
 	fflush(stdout);
-	int rc = osb_file_download_fd(sb, argv[first], 0, -1, STDOUT_FILENO,
-				      NULL, &err);
-	return rc ? cli_fail("cat", rc, &err) : 0;
+	if (!f.encoding) {
+		rc = osb_file_download_fd(sb, argv[first], 0, -1, STDOUT_FILENO,
+					  NULL, &err);
+		return rc ? cli_fail("cat", rc, &err) : 0;
+	}
+	/* decoded once it is all here: a failed download prints nothing */
+	FILE *tmp = tmpfile();
+	if (!tmp)
+		return cli_fail("cat", -errno, NULL);
+	rc = osb_file_download_fd(sb, argv[first], 0, -1, fileno(tmp), NULL,
+				  &err);
+	if (rc)
+		rc = cli_fail("cat", rc, &err);
+	else if (lseek(fileno(tmp), 0, SEEK_SET) < 0)
+		rc = cli_fail("cat", -errno, NULL);
+	else
+		rc = cli_decode_fd(f.encoding, fileno(tmp), stdout);
+	fclose(tmp);
+	return rc;
 }
 
 /* write SANDBOX_ID PATH [-c TEXT]: TEXT, else stdin, becomes the file */
@@ -708,6 +730,14 @@ int cmd_write(struct osb_cli *cli, int argc, char **argv)
 		return cli_fail("write", -ENOMEM, NULL);
 	if (f.content)
 		len = strlen(text);
+	if (f.encoding) {
+		char *enc;
+		rc = cli_encode_text(f.encoding, text, len, &enc, &len);
+		free(text);
+		if (rc)
+			return rc;
+		text = enc;
+	}
 	struct osb_sandbox *sb = cli_sandbox(cli);
 	struct osb_upload u = {
 		.path = argv[first],

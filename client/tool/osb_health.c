@@ -1,13 +1,15 @@
 /*
  * osb_health.c - `osb sandbox health` (is it Running, and does execd
  * answer? one GET /ping, not retried) and `osb sandbox metrics` (execd's GET
- * /metrics: cores, CPU and memory in use), printed under the official SDKs'
- * names.
+ * /metrics: cores, CPU and memory in use; --watch: /metrics/watch's sample
+ * a second), printed under the official SDKs' names.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "osb_tool.h"
 
@@ -77,24 +79,82 @@ int cmd_health(struct osb_cli *cli, int argc, char **argv)
 	return say_health(cli, id, "Running", rc, &err);
 }
 
+static struct cli_rec *metrics_rec(const struct osb_metrics *m)
+{
+	struct cli_rec *r = rec_object();
+	rec_num(r, "cpu_count", m->cpu_count);
+	rec_num(r, "cpu_used_percentage", m->cpu_used_pct);
+	rec_num(r, "memory_total_in_mib", m->mem_total_mib);
+	rec_num(r, "memory_used_in_mib", m->mem_used_mib);
+	rec_int(r, "timestamp", m->timestamp_ms);
+	return r;
+}
+
+/* One sample of --watch: a line (raw, table), a JSON object a line
+ * (json), a YAML document (yaml). Ends the watch when stdout is gone. */
+static int print_sample(void *arg, const struct osb_metrics *m,
+			const char *error)
+{
+	struct osb_cli *cli = arg;
+	if (!m) {
+		fprintf(stderr, "osb: metrics: execd: %s\n", error);
+		return 0;
+	}
+	int rc = 0;
+	if (cli->format == CLI_JSON) {
+		rc = cli_print_line(metrics_rec(m));
+	} else if (cli->format == CLI_YAML) {
+		fputs("---\n", stdout);
+		rc = cli_print(cli, metrics_rec(m), NULL);
+	} else {
+		char when[64];
+		osb_time_format((time_t)(m->timestamp_ms / 1000), when,
+				sizeof(when));
+		printf("%s cpu %.2f%% of %g cores, memory %.1f/%.1f MiB\n",
+		       when, m->cpu_used_pct, m->cpu_count, m->mem_used_mib,
+		       m->mem_total_mib);
+	}
+	if (fflush(stdout) != 0 || ferror(stdout))
+		return -EPIPE;
+	return rc ? -EIO : 0;
+}
+
+/* metrics SANDBOX_ID [--watch]: one sample (about a second: execd
+ * measures the CPU over one), or one a second until interrupted */
 int cmd_metrics(struct osb_cli *cli, int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "watch", no_argument, NULL, 'w' },
+		{ NULL, 0, NULL, 0 },
+	};
 	struct osb_metrics m;
 	struct osb_error err;
-	const char *id = one_id(cli, argc, argv);
+	bool watch = false;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c != 'w')
+			return 2;
+		watch = true;
+	}
+	if (argc - optind > 1)
+		return cli_usage("usage: osb sandbox metrics SANDBOX_ID "
+				 "[--watch]");
+	const char *id = cli_sandbox_id(cli, argc, argv, optind);
 	if (!id)
 		return 2;
+	cli->sandbox_id = id;
 	struct osb_sandbox *sb = cli_sandbox(cli);
 	if (!sb)
 		return 1;
+	if (watch) {
+		int rc = osb_metrics_watch(sb, print_sample, cli, &err);
+		if (rc == -EPIPE)
+			return 0;
+		return rc ? cli_fail("metrics", rc, &err) : 0;
+	}
 	int rc = osb_metrics_get(sb, &m, &err);
 	if (rc)
 		return cli_fail("metrics", rc, &err);
-	struct cli_rec *r = rec_object();
-	rec_num(r, "cpu_count", m.cpu_count);
-	rec_num(r, "cpu_used_percentage", m.cpu_used_pct);
-	rec_num(r, "memory_total_in_mib", m.mem_total_mib);
-	rec_num(r, "memory_used_in_mib", m.mem_used_mib);
-	rec_int(r, "timestamp", m.timestamp_ms);
-	return cli_print(cli, r, NULL);
+	return cli_print(cli, metrics_rec(&m), NULL);
 }

@@ -36,7 +36,20 @@ const struct cli_cmd cli_cmds[] = {
 	  "      --entrypoint ARG        one argument of its entrypoint "
 	  "(repeatable)\n"
 	  "      --network-policy-file FILE  its egress policy (JSON)\n"
+	  "      --credential-proxy      the credential vault's proxy (needs "
+	  "a\n"
+	  "                              network policy)\n"
+	  "      --volumes-file FILE     its volumes (a JSON array)\n"
+	  "      --extension KEY=VALUE   a server-defined setting "
+	  "(repeatable)\n"
 	  "      --resource cpu=N|memory=N   resource limits (repeatable)\n"
+	  "      --image-auth-username USER  a private registry's login, "
+	  "with\n"
+	  "      --image-auth-password PASS  (visible to other users while "
+	  "osb\n"
+	  "                              starts: --image-auth-password-file "
+	  "FILE\n"
+	  "                              is better)\n"
 	  "      --skip-health-check     return once created, without waiting\n"
 	  "      --ready-timeout DURATION    how long to wait (default "
 	  "2m)\n" O_OUT,
@@ -94,11 +107,15 @@ const struct cli_cmd cli_cmds[] = {
 	  "osb sandbox health $ID\n"
 	  "osb sandbox health $ID -q && echo up\n",
 	  NULL },
-	{ "sandbox", "metrics", cmd_metrics, "SANDBOX_ID",
+	{ "sandbox", "metrics", cmd_metrics, "SANDBOX_ID [--watch]",
 	  "CPU and memory of the sandbox, as execd measures them (it takes\n"
-	  "about a second).\n\n" O_OUT,
+	  "about a second).\n\n"
+	  "      --watch                 a sample a second until interrupted "
+	  "(-o json:\n"
+	  "                              a JSON object a line)\n" O_OUT,
 	  "osb sandbox metrics $ID\n"
-	  "osb sandbox metrics $ID -o json\n",
+	  "osb sandbox metrics $ID -o json\n"
+	  "osb sandbox metrics $ID --watch\n",
 	  NULL },
 
 	{ "command", "run", cmd_exec, "SANDBOX_ID [OPTIONS] -- COMMAND...",
@@ -138,19 +155,30 @@ const struct cli_cmd cli_cmds[] = {
 	  "Bash sessions that keep their state (cwd, variables) between "
 	  "runs.\n\n"
 	  "  -w, --workdir DIR           the session's (or this run's) "
-	  "directory\n" O_OUT,
+	  "directory\n"
+	  "  -t, --timeout DURATION      (run) kill the run after this "
+	  "long\n" O_OUT,
 	  "S=$(osb command session create $ID -w /workspace)\n"
 	  "osb command session run $ID $S -- 'export MODE=fast'\n"
 	  "osb command session run $ID $S -- 'echo $MODE; pwd'\n"
 	  "osb command session delete $ID $S\n",
 	  NULL },
 
-	{ "file", "cat", cmd_cat, "SANDBOX_ID PATH",
-	  "Writes a file of the sandbox to stdout.\n",
-	  "osb file cat $ID /workspace/hello.txt\n", NULL },
+	{ "file", "cat", cmd_cat, "SANDBOX_ID PATH [OPTIONS]",
+	  "Writes a file of the sandbox to stdout: its bytes as they are, or\n"
+	  "decoded into UTF-8 from --encoding.\n\n"
+	  "      --encoding ENCODING     the file's (latin1, utf-16, "
+	  "cp1252...)\n"
+	  "  -o, --output raw            the only way it prints\n",
+	  "osb file cat $ID /workspace/hello.txt\n"
+	  "osb file cat $ID /workspace/legacy.txt --encoding latin1\n",
+	  NULL },
 	{ "file", "write", cmd_write, "SANDBOX_ID PATH [OPTIONS]",
 	  "Writes a file of the sandbox from --content or stdin.\n\n"
 	  "  -c, --content TEXT          what to write (else stdin)\n"
+	  "      --encoding ENCODING     written in this encoding (the text "
+	  "is\n"
+	  "                              UTF-8; default: as it is)\n"
 	  "      --mode MODE             its mode (644...)\n"
 	  "      --owner USER, --group GROUP\n" O_OUT,
 	  "osb file write $ID /workspace/hello.txt -c 'hello'\n"
@@ -391,6 +419,7 @@ const char cli_global_help[] =
 	"                            table on a terminal, else raw lines)\n"
 	"  -q, --quiet               no line saying what a command did\n"
 	"  -v, --verbose             a line on stderr per API call\n"
+	"  --no-color                accepted; osb prints no colours\n"
 	"  --cacert FILE, --insecure     TLS: a CA bundle; or accept any "
 	"certificate\n"
 	"  --retries N               retries of transient failures (default "

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "osb_tool.h"
 
 static void print_time(const char *label, time_t t)
@@ -67,182 +69,271 @@ static void rec_sandbox(struct cli_rec *r, const struct osb_sandbox_info *i)
 	rec_time(r, "expires_at", i->expires_at);
 }
 
-int cmd_create(struct osb_cli *cli, int argc, char **argv)
+/* What `sandbox create` was asked for. */
+struct create_args {
+	struct osb_create_params p;
+	long ready_s;
+	const char *timeout_arg;
+	struct osb_kvlist env, md, ext;
+	const char *ep[64];
+	size_t nep;
+	bool wait;
+	char *policy, *volumes, *password;
+};
+
+static void create_args_release(struct create_args *a)
+{
+	free(a->policy);
+	free(a->volumes);
+	if (a->password) {
+		explicit_bzero(a->password, strlen(a->password));
+		free(a->password);
+	}
+	osb_kvlist_release(&a->env);
+	osb_kvlist_release(&a->md);
+	osb_kvlist_release(&a->ext);
+}
+
+enum {
+	CR_ENTRYPOINT = 256,
+	CR_POLICY,
+	CR_CPU,
+	CR_MEMORY,
+	CR_RESOURCE,
+	CR_SKIP,
+	CR_READY,
+	CR_USER,
+	CR_PASSWORD,
+	CR_PASSWORD_FILE,
+	CR_EXTENSION,
+	CR_VOLUMES,
+	CR_CRED_PROXY,
+};
+
+/* A JSON file of the options that take one: the whole of it, checked to
+ * be an object (@array: an array), else a message naming the file. */
+static int json_file(const char *path, bool array, char **ret)
+{
+	free(*ret);
+	*ret = cli_slurp(path, NULL);
+	if (!*ret) {
+		fprintf(stderr, "osb: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	cJSON *v = cJSON_Parse(*ret);
+	bool parsed = v != NULL;
+	bool ok = array ? cJSON_IsArray(v) : cJSON_IsObject(v);
+	cJSON_Delete(v);
+	if (ok)
+		return 0;
+	fprintf(stderr, "osb: %s: %s\n", path,
+		!parsed ? "not valid JSON" :
+		array   ? "not a JSON array (of volumes)" :
+			  "not a JSON object (a network policy)");
+	return 1;
+}
+
+static int kv_opt(struct osb_kvlist *l, const char *opt, const char *arg)
+{
+	return osb_kvlist_add_pair(l, arg) ?
+		       cli_usage("bad %s %s (KEY=VALUE)", opt, arg) :
+		       0;
+}
+
+static int duration_opt(const char *opt, const char *arg, bool none_ok,
+			long *ret)
+{
+	if (osb_duration_parse(arg, ret) ||
+	    (!*ret && (!none_ok || strcasecmp(arg, "none") != 0)))
+		return cli_usage("bad %s %s", opt, arg);
+	return 0;
+}
+
+static int create_opt(struct create_args *a, int c, char *arg)
+{
+	long v;
+
+	switch (c) {
+	case 'i':
+		a->p.image = arg;
+		return 0;
+	case 't':
+		a->timeout_arg = arg;
+		return duration_opt("--timeout", arg, true, &v);
+	case 'e':
+		return kv_opt(&a->env, "--env", arg);
+	case 'm':
+		return kv_opt(&a->md, "--metadata", arg);
+	case CR_EXTENSION:
+		return kv_opt(&a->ext, "--extension", arg);
+	case CR_RESOURCE:
+		if (strncmp(arg, "cpu=", 4) == 0)
+			a->p.cpu = arg + 4;
+		else if (strncmp(arg, "memory=", 7) == 0)
+			a->p.memory = arg + 7;
+		else
+			return cli_usage("bad --resource %s (cpu=N or "
+					 "memory=N)",
+					 arg);
+		return 0;
+	case CR_CPU:
+		a->p.cpu = arg;
+		return 0;
+	case CR_MEMORY:
+		a->p.memory = arg;
+		return 0;
+	case CR_READY:
+		return duration_opt("--ready-timeout", arg, false, &a->ready_s);
+	case CR_ENTRYPOINT:
+		if (a->nep + 1 >= sizeof(a->ep) / sizeof(a->ep[0]))
+			return cli_usage("too many --entrypoint");
+		a->ep[a->nep++] = arg;
+		return 0;
+	case CR_POLICY:
+		return json_file(arg, false, &a->policy);
+	case CR_VOLUMES:
+		return json_file(arg, true, &a->volumes);
+	case CR_CRED_PROXY:
+		a->p.credential_proxy = true;
+		return 0;
+	case CR_SKIP:
+		a->wait = false;
+		return 0;
+	case CR_USER:
+		a->p.image_username = arg;
+		return 0;
+	case CR_PASSWORD:
+	case CR_PASSWORD_FILE:
+		return cli_secret_opt(&a->password, c == CR_PASSWORD_FILE, arg);
+	default:
+		return 2;
+	}
+}
+
+static int parse_create(struct osb_cli *cli, int argc, char **argv,
+			struct create_args *a)
 {
 	static const struct option opts[] = {
 		{ "image", required_argument, NULL, 'i' },
-		{ "entrypoint", required_argument, NULL, 'P' },
+		{ "entrypoint", required_argument, NULL, CR_ENTRYPOINT },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "metadata", required_argument, NULL, 'm' },
-		{ "network-policy", required_argument, NULL, 'n' },
-		{ "network-policy-file", required_argument, NULL, 'n' },
-		{ "cpu", required_argument, NULL, 'c' },
-		{ "memory", required_argument, NULL, 'M' },
-		{ "resource", required_argument, NULL, 'r' },
-		{ "no-wait", no_argument, NULL, 'W' },
-		{ "skip-health-check", no_argument, NULL, 'W' },
-		{ "ready-timeout", required_argument, NULL, 'R' },
+		{ "extension", required_argument, NULL, CR_EXTENSION },
+		{ "network-policy", required_argument, NULL, CR_POLICY },
+		{ "network-policy-file", required_argument, NULL, CR_POLICY },
+		{ "volumes-file", required_argument, NULL, CR_VOLUMES },
+		{ "credential-proxy", no_argument, NULL, CR_CRED_PROXY },
+		{ "cpu", required_argument, NULL, CR_CPU },
+		{ "memory", required_argument, NULL, CR_MEMORY },
+		{ "resource", required_argument, NULL, CR_RESOURCE },
+		{ "no-wait", no_argument, NULL, CR_SKIP },
+		{ "skip-health-check", no_argument, NULL, CR_SKIP },
+		{ "ready-timeout", required_argument, NULL, CR_READY },
+		{ "image-auth-username", required_argument, NULL, CR_USER },
+		{ "image-auth-password", required_argument, NULL, CR_PASSWORD },
+		{ "image-auth-password-file", required_argument, NULL,
+		  CR_PASSWORD_FILE },
 		{ NULL, 0, NULL, 0 },
 	};
 	/* [defaults] of the settings file, else ours */
-	struct osb_create_params p = {
-		.image = cli->file->image ?
-				 cli->file->image :
-				 "opensandbox/code-interpreter:latest",
-		.timeout_s = 600,
-	};
-	long ready_s = 120;
-	const char *timeout_arg = cli->file->timeout;
-	struct osb_kvlist env = { 0 }, md = { 0 };
-	const char *ep[64];
-	size_t nep = 0;
-	bool wait = true;
-	char *policy = NULL;
-	struct osb_error err;
-	struct osb_sandbox_info info;
+	a->p.image = cli->file->image ? cli->file->image :
+					"opensandbox/code-interpreter:latest";
+	a->p.timeout_s = 600;
+	a->ready_s = 120;
+	a->timeout_arg = cli->file->timeout;
+	a->wait = true;
+	int c, st;
+	while ((c = getopt_long(argc, argv, "i:t:e:m:", opts, NULL)) != -1)
+		if ((st = create_opt(a, c, optarg)) != 0)
+			return st;
+	if (optind < argc)
+		return cli_usage("create takes no arguments");
 	long v;
-	int c, status = 0;
+	if (a->timeout_arg && (osb_duration_parse(a->timeout_arg, &v) ||
+			       (!v && strcasecmp(a->timeout_arg, "none") != 0)))
+		return cli_usage("bad [defaults] timeout \"%s\" in %s",
+				 a->timeout_arg, cli->config_path);
+	if (a->timeout_arg)
+		a->p.timeout_s = v;
+	if (!a->p.image_username != !a->password)
+		return cli_usage("--image-auth-username and "
+				 "--image-auth-password go together");
+	if (a->p.credential_proxy && !a->policy)
+		return cli_usage("--credential-proxy needs "
+				 "--network-policy-file: the credential "
+				 "vault works through the egress policy");
+	a->ep[a->nep] = NULL;
+	if (a->nep)
+		a->p.entrypoint = a->ep;
+	a->p.env = &a->env;
+	a->p.metadata = &a->md;
+	a->p.extensions = &a->ext;
+	a->p.network_policy_json = a->policy;
+	a->p.volumes_json = a->volumes;
+	a->p.image_password = a->password;
+	return 0;
+}
 
-	while ((c = getopt_long(argc, argv, "i:t:e:m:", opts, NULL)) != -1) {
-		switch (c) {
-		case 'i':
-			p.image = optarg;
-			break;
-		case 'r':
-			if (strncmp(optarg, "cpu=", 4) == 0) {
-				p.cpu = optarg + 4;
-			} else if (strncmp(optarg, "memory=", 7) == 0) {
-				p.memory = optarg + 7;
-			} else {
-				status = cli_usage("bad --resource %s (cpu=N "
-						   "or memory=N)",
-						   optarg);
-				goto out;
-			}
-			break;
-		case 'R':
-			if (osb_duration_parse(optarg, &ready_s) || !ready_s) {
-				status = cli_usage("bad --ready-timeout %s",
-						   optarg);
-				goto out;
-			}
-			break;
-		case 'P':
-			if (nep + 1 >= sizeof(ep) / sizeof(ep[0])) {
-				status = cli_usage("too many --entrypoint");
-				goto out;
-			}
-			ep[nep++] = optarg;
-			break;
-		case 't':
-			timeout_arg = optarg;
-			if (osb_duration_parse(optarg, &v) ||
-			    (!v && strcasecmp(optarg, "none") != 0)) {
-				status = cli_usage("bad --timeout %s", optarg);
-				goto out;
-			}
-			break;
-		case 'e':
-			if (osb_kvlist_add_pair(&env, optarg)) {
-				status = cli_usage("bad --env %s", optarg);
-				goto out;
-			}
-			break;
-		case 'm':
-			if (osb_kvlist_add_pair(&md, optarg)) {
-				status = cli_usage("bad --metadata %s", optarg);
-				goto out;
-			}
-			break;
-		case 'n':
-			free(policy);
-			policy = cli_slurp(optarg, NULL);
-			if (!policy) {
-				fprintf(stderr, "osb: %s: %s\n", optarg,
-					strerror(errno));
-				status = 1;
-				goto out;
-			}
-			break;
-		case 'c':
-			p.cpu = optarg;
-			break;
-		case 'M':
-			p.memory = optarg;
-			break;
-		case 'W':
-			wait = false;
-			break;
-		default:
-			status = 2;
-			goto out;
-		}
+/* Waits until the new sandbox runs and its execd answers; *@info
+ * becomes its record then (what get and list show). */
+static int create_wait(struct osb_cli *cli, struct osb_sandbox_info *info,
+		       long ready_s)
+{
+	struct osb_sandbox *sb = NULL;
+	struct osb_sandbox_info now;
+	struct osb_error err;
+	int rc = osb_sandbox_wait_running(cli->client, info->id, ready_s * 1000,
+					  &now, &err);
+	if (!rc) {
+		osb_sandbox_info_release(info);
+		*info = now;
+		rc = osb_sandbox_open(cli->client, info->id, &sb, &err);
 	}
-	if (optind < argc) {
-		status = cli_usage("create takes no arguments");
-		goto out;
-	}
-	if (timeout_arg && (osb_duration_parse(timeout_arg, &v) ||
-			    (!v && strcasecmp(timeout_arg, "none") != 0))) {
-		status = cli_usage("bad [defaults] timeout \"%s\" in %s",
-				   timeout_arg, cli->config_path);
-		goto out;
-	}
-	if (timeout_arg)
-		p.timeout_s = v;
-	ep[nep] = NULL;
-	if (nep)
-		p.entrypoint = ep;
-	p.env = &env;
-	p.metadata = &md;
-	p.network_policy_json = policy;
+	if (!rc)
+		rc = osb_wait_ready(sb, 30000, &err);
+	osb_sandbox_close(sb);
+	if (!rc)
+		return 0;
+	/* the id is still useful: print it, fail anyway */
+	printf("%s\n", info->id);
+	return cli_fail(info->id, rc, &err);
+}
 
-	int rc = osb_sandbox_create(cli->client, &p, &info, &err);
+int cmd_create(struct osb_cli *cli, int argc, char **argv)
+{
+	struct create_args a = { 0 };
+	struct osb_sandbox_info info;
+	struct osb_error err;
+
+	int status = parse_create(cli, argc, argv, &a);
+	if (status)
+		goto out;
+	int rc = osb_sandbox_create(cli->client, &a.p, &info, &err);
 	if (rc) {
 		status = cli_fail_unsure("create", rc, &err,
 					 "the sandbox may exist all the same "
 					 "(osb list shows it)");
 		goto out;
 	}
-	if (wait) {
-		struct osb_sandbox *sb = NULL;
-		struct osb_sandbox_info now;
-		/* its record once Running: what get and list show */
-		rc = osb_sandbox_wait_running(cli->client, info.id,
-					      ready_s * 1000, &now, &err);
-		if (!rc) {
-			osb_sandbox_info_release(&info);
-			info = now;
-			rc = osb_sandbox_open(cli->client, info.id, &sb, &err);
-		}
-		if (!rc)
-			rc = osb_wait_ready(sb, 30000, &err);
-		osb_sandbox_close(sb);
-		if (rc) {
-			/* the id is still useful: print it, fail anyway */
-			printf("%s\n", info.id);
-			status = cli_fail(info.id, rc, &err);
-			osb_sandbox_info_release(&info);
-			goto out;
-		}
-	}
-	if (cli->format == CLI_RAW) {
+	if (a.wait)
+		status = create_wait(cli, &info, a.ready_s);
+	if (status) {
+		/* printed by create_wait */
+	} else if (cli->format == CLI_RAW) {
 		printf("%s\n", info.id);
 	} else {
 		/* the shape of get and list; a create's answer names no
 		 * image (with --skip-health-check): the one asked for */
 		struct cli_rec *r = rec_object();
-		if (!info.image && p.image)
-			info.image = strdup(p.image);
+		if (!info.image && a.p.image)
+			info.image = strdup(a.p.image);
 		rec_sandbox(r, &info);
 		status = cli_print(cli, r, NULL);
 	}
 	osb_sandbox_info_release(&info);
 out:
-	free(policy);
-	osb_kvlist_release(&env);
-	osb_kvlist_release(&md);
+	create_args_release(&a);
 	return status;
 }
 

@@ -363,6 +363,17 @@ int cli_print(struct osb_cli *cli, struct cli_rec *r, const char *const *cols)
 	return rc ? cli_fail(NULL, rc, NULL) : 0;
 }
 
+int cli_print_line(struct cli_rec *r)
+{
+	char *s = r ? cJSON_PrintUnformatted(J(r)) : NULL;
+	rec_free(r);
+	if (!s)
+		return cli_fail(NULL, -ENOMEM, NULL);
+	puts(s);
+	free(s);
+	return 0;
+}
+
 void cli_line(const struct osb_cli *cli, const char *fmt, ...)
 {
 	va_list ap;

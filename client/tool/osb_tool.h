@@ -72,6 +72,11 @@ int cli_fail(const char *what, int rc, const struct osb_error *err);
  * all the same, which "; @maybe" after the message tells. */
 int cli_fail_unsure(const char *what, int rc, const struct osb_error *err,
 		    const char *maybe);
+/* A secret option into *@slot (malloc'd; the one before wiped): @arg
+ * itself, starred out where ps shows it once osb has started, or the
+ * first line of the file @arg (@from_file). 0, else the exit status
+ * (said). */
+int cli_secret_opt(char **slot, bool from_file, char *arg);
 /* Prints a usage error and returns 2. */
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parses a number (with an optional unit for durations in seconds). */
@@ -81,6 +86,17 @@ int cli_parse_mode(const char *s, mode_t *ret);
 /* Reads all of a file (NULL: stdin) into a string (its length in
  * *ret_len, which may be NULL); NULL + errno. */
 char *cli_slurp(const char *path, size_t *ret_len);
+
+/* Text in another encoding (osb_text.c). An encoding is named as iconv
+ * or Python name it (latin-1, utf_16...); NULL is UTF-8. */
+bool cli_is_utf8(const char *encoding);
+/* Encodes UTF-8 @text into @encoding, in *@ret (malloc'd; *@ret_len
+ * bytes). Returns 0, else prints why (where the text does not convert)
+ * and returns the exit status. */
+int cli_encode_text(const char *encoding, const char *text, size_t len,
+		    char **ret, size_t *ret_len);
+/* Decodes all of @fd from @encoding into UTF-8 on @out; as above. */
+int cli_decode_fd(const char *encoding, int fd, FILE *out);
 
 typedef int (*cli_cmd_fn)(struct osb_cli *cli, int argc, char **argv);
 
@@ -148,6 +164,8 @@ struct cli_rec *rec_add_array(struct cli_rec *r, const char *key);
  * of memory, said).
  */
 int cli_print(struct osb_cli *cli, struct cli_rec *r, const char *const *cols);
+/* @r as one line of JSON (a stream of records: JSON Lines); frees it. */
+int cli_print_line(struct cli_rec *r);
 /* @r as YAML (osb_yaml.c); 0 or -ENOMEM. */
 int yaml_print(const struct cli_rec *r);
 /* One line of a listing (ls, code contexts): escaped for a terminal
