@@ -941,3 +941,22 @@ def test_a_session_run_is_stopped_at_its_timeout(osbc, sandbox):
     res = osbc.run("command", "session", "run", sandbox, sess, "-t", "1s", "--", "sleep 20; echo late")
     assert time.monotonic() - t0 < 15, res.describe()
     assert res.rc != 0 and "late" not in res.out and "timeout" in res.err, res.describe()
+
+
+def test_readme_osb_session_runs_as_printed(server, osbc, home, tmp_path):
+    """README's `osb` block, line by line as printed, in a HOME of its own,
+    against the local server (its address and key from the environment,
+    which come before the settings file the block writes)."""
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index("## The `osb` tool"):].split("```sh\n", 1)[1].split("```", 1)[0]
+    assert "osb sandbox create" in block and "osb sandbox kill $ID" in block, block
+    env = dict(osbc.env(), HOME=str(home), PATH="%s:%s" % (OSB.parent, os.environ["PATH"]))
+    r = subprocess.run(["bash", "-e", "-x", "-c", block], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300, env=env)
+    ids = re.findall(r"\+ ID=([0-9a-f-]{36})", r.stderr)
+    for sid in ids:
+        if r.returncode:
+            server.delete_sandbox(sid)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "42\n" in r.stdout and "hello" in r.stdout, r.stdout
+    assert cfg_path(home).is_file() and oct(cfg_path(home).stat().st_mode & 0o777) == "0o600"
