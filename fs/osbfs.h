@@ -18,7 +18,9 @@
  *   3. fs->path_lock (below): held for writing by a rename, unlink or
  *      rmdir across its sandbox request, for reading by an upload batch; or
  *      pull.c's pull_lock, held across a pull's requests (the two are
- *      never held together)
+ *      never held together); then the write-back's times_lock
+ *      (writeback.c), held across a command setting directory times,
+ *      taken under path_lock or alone
  *   4. cf->fetch_lock (cache_i.h): one download into a file at a time;
  *      taken with neither 5 nor 6 held
  *   5. the node table's lock (node.h)

@@ -280,3 +280,103 @@ def test_kill9_then_a_rewrite_keeping_size_and_mtime_is_a_conflict(server, make_
     aside = [n for n in out.split() if n.startswith("j.txt.conflict-")]
     assert len(aside) == 1, out
     assert server.read_file(sid, m2.spath(aside[0])) == b"T" * len(b"base version")
+
+
+# -- directory times: the last times set on a directory are what the
+# sandbox ends with, once the mount's own changes below it are in; a name
+# made or removed in it afterwards moves them, as on a disk
+
+STAMP = 1_500_000_000 * 10**9
+
+
+def ctl(m, word):
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write(word + "\n")
+
+
+def sandbox_mtime(server, m, *parts):
+    code, out, err = server.run(m.sandbox_id, "stat -c %%.9Y %s" % m.spath(*parts))
+    assert code == 0, err
+    secs, frac = out.strip().split(".")
+    return int(secs) * 10**9 + int(frac)
+
+
+def as_rsync_ends(m, d):
+    """rsync -a sets a directory's times when it makes it, and again at
+    the end only if they no longer show as it set them."""
+    if os.stat(d).st_mtime_ns != STAMP:
+        os.utime(d, ns=(STAMP, STAMP))
+
+
+@pytest.mark.parametrize("landed", [False, True])
+def test_a_name_made_after_directory_times_moves_them_as_on_a_disk(server, make_mount, landed):
+    # rsync -a under load: the times it gave a new directory had gone to
+    # the sandbox, its files came after, a listing said the old times
+    # again, so rsync did not set them again and the files' uploads moved
+    # them for good
+    m = make_mount(options=["writeback_delay=1h"])
+    d = m.p("d")
+    os.mkdir(d)
+    os.utime(d, ns=(STAMP, STAMP))
+    if landed:
+        ctl(m, "sync")
+        assert sandbox_mtime(server, m, "d") == STAMP
+    with open(m.p("d", "f"), "w") as f:
+        f.write("x\n")
+    ctl(m, "invalidate")  # a listing or stat of the sandbox meanwhile
+    assert os.stat(d).st_mtime_ns != STAMP
+    as_rsync_ends(m, d)
+    ctl(m, "sync")
+    assert sandbox_mtime(server, m, "d") == STAMP
+    ctl(m, "invalidate")
+    assert os.stat(d).st_mtime_ns == STAMP
+
+
+def test_a_name_made_while_directory_times_go_is_not_hidden(server, make_mount):
+    # the command setting the directory's times has landed, its answer is
+    # on its way; a file made in the directory then moves its mtime
+    m = make_mount(options=["writeback_delay=1h"])
+    d = m.p("d")
+    os.mkdir(d)
+    with open(m.p("d", "a"), "w") as f:
+        f.write("a\n")
+    os.utime(d, ns=(STAMP, STAMP))
+    server.set_faults(rate=1.0, kinds=["late"], delay_ms=2000, method="POST", path="/command")
+    t = threading.Thread(target=ctl, args=(m, "sync"))
+    t.start()
+    try:
+        wait_until(lambda: (server.stat(m.sandbox_id, m.spath("d")) or {}).get("modified_at", "")
+                   .startswith("2017-07-14T02:40:00"), 60, "the directory's times to land")
+        with open(m.p("d", "b"), "w") as f:
+            f.write("b\n")
+    finally:
+        t.join()
+        server.clear_faults()
+    ctl(m, "invalidate")
+    assert os.stat(d).st_mtime_ns != STAMP
+    as_rsync_ends(m, d)
+    ctl(m, "sync")
+    assert sandbox_mtime(server, m, "d") == STAMP
+
+
+def test_a_copy_left_by_a_save_goes_before_the_directory_times(server, make_mount):
+    # an editor's save leaves the copy it fsynced at the temporary name,
+    # removed a moment later: the removal moved the times set meanwhile
+    m = make_mount(options=["writeback_delay=1h"])
+    d = m.p("d")
+    os.mkdir(d)
+    with open(m.p("d", "x"), "w") as f:
+        f.write("x0\n")
+    ctl(m, "sync")
+    tmp = m.p("d", ".x.tmp")
+    with open(tmp, "w") as f:
+        f.write("x1\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, m.p("d", "x"))
+    os.utime(d, ns=(STAMP, STAMP))
+    ctl(m, "sync")
+    assert server.stat(m.sandbox_id, m.spath("d", ".x.tmp")) is None
+    assert server.read_file(m.sandbox_id, m.spath("d", "x")) == b"x1\n"
+    assert sandbox_mtime(server, m, "d") == STAMP
+    assert os.stat(d).st_mtime_ns == STAMP

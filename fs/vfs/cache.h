@@ -336,6 +336,8 @@ void cache_base_lost(struct cache *c, struct cfile *cf);
 /* Whether the sandbox's file at @path is a copy left behind, which the
  * mount does not show. */
 bool cache_left_at(struct cache *c, const char *path);
+/* Whether one is at or below directory @dir. */
+bool cache_lefts_below(struct cache *c, const char *dir);
 /* How many there are. */
 size_t cache_lefts_count(struct cache *c);
 /*

@@ -224,6 +224,8 @@ int cache_left_add(struct cache *c, uint64_t id, const char *path,
 		   long long due_ms);
 /* Forgets the copy at @path, never removed (c->lock held). */
 void cache_left_forget(struct cache *c, const char *path);
+/* cache_lefts_below() with c->lock held. */
+bool cache_lefts_below_locked(struct cache *c, const char *dir);
 /* Frees the list (at release). */
 void cache_lefts_free(struct cache *c);
 

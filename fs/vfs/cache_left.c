@@ -95,6 +95,22 @@ bool cache_left_at(struct cache *c, const char *path)
 	return at;
 }
 
+bool cache_lefts_below_locked(struct cache *c, const char *dir)
+{
+	for (size_t i = 0; i < c->nlefts; i++)
+		if (at_or_below(c->lefts[i].path, dir))
+			return true;
+	return false;
+}
+
+bool cache_lefts_below(struct cache *c, const char *dir)
+{
+	pthread_mutex_lock(&c->lock);
+	bool found = cache_lefts_below_locked(c, dir);
+	pthread_mutex_unlock(&c->lock);
+	return found;
+}
+
 size_t cache_lefts_count(struct cache *c)
 {
 	pthread_mutex_lock(&c->lock);

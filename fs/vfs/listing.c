@@ -362,6 +362,14 @@ void dir_changed(struct osbfs *fs, struct node *parent, struct node *child)
 	 * will say when asked (make and editors look at its mtime) */
 	clock_gettime(CLOCK_REALTIME, &parent->attr.mtime);
 	parent->attr.ctime = parent->attr.mtime;
+	parent->changed_here = parent->attr.mtime;
+	/* as on a disk, a name made or removed after the user set its
+	 * times moves them: times still waiting to go no longer do */
+	parent->times_seq++;
+	if (parent->times_pending) {
+		parent->times_pending = false;
+		fs->pending_dir_times--;
+	}
 	if (child) {
 		if (child->listed_gen != parent->list_gen)
 			parent->list_count++;

@@ -349,9 +349,27 @@ bool node_is_below(const struct node *n, const struct node *anc)
 	return false;
 }
 
+static bool ts_before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec ||
+	       (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
 void node_set_attr(struct node *n, const struct fattr *a, long long expiry)
 {
 	n->attr = *a;
+	if (a->type == OSB_DIR && n->changed_here.tv_sec) {
+		/* a name came or went here and the sandbox has not changed
+		 * the directory since (its ctime is older): what it will
+		 * say once it has is later still (ARCHITECTURE.md) */
+		if (ts_before(&a->ctime, &n->changed_here) &&
+		    ts_before(&a->mtime, &n->changed_here)) {
+			n->attr.mtime = n->changed_here;
+			n->attr.ctime = n->changed_here;
+		} else {
+			n->changed_here = (struct timespec){ 0, 0 };
+		}
+	}
 	n->attr_valid = true;
 	n->attr_expiry = expiry;
 	n->neg_expiry = 0;

@@ -108,6 +108,13 @@ struct node {
 	bool times_pending;
 	struct timespec pending_mtime;
 	struct timespec pending_atime;
+	uint64_t times_seq; /* bumped when the user sets its times or a
+			       name comes or goes in it: a setting of its
+			       times begun before is not what it shows */
+	/* a directory: when a name last came or went in it here, {0, 0}
+	 * once the user set its times since; shown as its mtime while the
+	 * sandbox says it has not changed since (node_set_attr) */
+	struct timespec changed_here;
 	uint64_t dirty_mark; /* == the table's mark_seq: a dirty file is
 				at or below it (writeback.c) */
 

@@ -725,16 +725,6 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (local)
 		return file_changed(fs, h, cf, true);
-	if (a.type == OSB_DIR && cache_dirty_below(fs->cache, h->n, false)) {
-		pthread_mutex_lock(&fs->nodes.lock);
-		if (!h->n->times_pending)
-			fs->pending_dir_times++;
-		h->n->times_pending = true;
-		h->n->pending_mtime = mt;
-		h->n->pending_atime = at.tv_nsec == UTIME_OMIT ? mt : at;
-		pthread_mutex_unlock(&fs->nodes.lock);
-		return 0;
-	}
 
 	struct timespec ctime;
 	mode_t mode;
@@ -744,9 +734,19 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 			    .nofollow = a.type == OSB_SYMLINK,
 			    .ret_ctime = &ctime,
 			    .ret_mode = &mode };
-	rc = remote_times(fs, &t, 1);
+	uint64_t seq = 0;
+	/* a directory's wait for the changes below it (writeback.h) */
+	rc = a.type == OSB_DIR ? wb_dir_times(fs, h->n, &t, &seq) :
+				 remote_times(fs, &t, 1);
+	if (rc > 0)
+		return 0;
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
+		if (a.type == OSB_DIR && h->n->times_seq != seq) {
+			/* a name came or went meanwhile: that is later */
+			pthread_mutex_unlock(&fs->nodes.lock);
+			return 0;
+		}
 		h->n->attr.mtime = mt;
 		node_changed_here(fs, h->n, &ctime);
 		if (mode) /* the command saw the special bits too */

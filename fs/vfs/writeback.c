@@ -230,11 +230,6 @@ static void snapshot(struct osbfs *fs, struct item *it)
 		log_error("cache file for %s: %s", it->path, strerror(-it->fd));
 }
 
-static bool same_time(const struct timespec *a, const struct timespec *b)
-{
-	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
-}
-
 char *wb_conflict_path(const char *path, time_t when)
 {
 	char suffix[48], *out = NULL;
@@ -920,6 +915,7 @@ struct pending_dir {
 	struct node *n;
 	char *path;
 	struct timespec mtime, atime;
+	uint64_t seq;          /* its times_seq then */
 	struct timespec ctime; /* and what the command saw after */
 	mode_t mode;
 };
@@ -944,12 +940,19 @@ static void scan_pending(struct node *n, void *arg)
 		ps->cap = cap;
 	}
 	char *path = node_path(&ps->fs->nodes, n);
+	if (path && cache_lefts_below_locked(ps->fs->cache, path)) {
+		/* a copy left by a save is still to go: its removal would
+		 * move the mtime again */
+		free(path);
+		path = NULL;
+	}
 	if (!path)
 		return;
 	ps->d[ps->n] = (struct pending_dir){ .n = n,
 					     .path = path,
 					     .mtime = n->pending_mtime,
-					     .atime = n->pending_atime };
+					     .atime = n->pending_atime,
+					     .seq = n->times_seq };
 	node_ref(n);
 	ps->n++;
 }
@@ -998,8 +1001,9 @@ static int apply_dir_times_locked(struct osbfs *fs)
 	pthread_mutex_lock(&fs->nodes.lock);
 	for (size_t i = 0; i < ps.n; i++) {
 		struct node *n = ps.d[i].n;
-		bool same = n->times_pending &&
-			    same_time(&n->pending_mtime, &ps.d[i].mtime);
+		/* not when the user set them again, or a name came or went
+		 * in it, while the command went */
+		bool same = n->times_pending && n->times_seq == ps.d[i].seq;
 		if (!rc && same) {
 			n->times_pending = false;
 			fs->pending_dir_times--;
@@ -1020,6 +1024,37 @@ static int apply_dir_times_locked(struct osbfs *fs)
 		free(ps.d[i].path);
 	free(t);
 	free(ps.d);
+	return rc;
+}
+
+int wb_dir_times(struct osbfs *fs, struct node *n, struct rtimes *t,
+		 uint64_t *ret_seq)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	uint64_t seq = ++n->times_seq;
+	n->changed_here = (struct timespec){ 0, 0 };
+	pthread_mutex_unlock(&fs->nodes.lock);
+	bool wait = cache_dirty_below(fs->cache, n, false) ||
+		    cache_lefts_below(fs->cache, t->path);
+	pthread_mutex_lock(&fs->nodes.lock);
+	if (wait && !n->times_pending)
+		fs->pending_dir_times++;
+	else if (!wait && n->times_pending)
+		fs->pending_dir_times--;
+	n->times_pending = wait;
+	if (wait) {
+		n->pending_mtime = t->mtime;
+		n->pending_atime =
+			t->atime.tv_nsec == UTIME_OMIT ? t->mtime : t->atime;
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (wait)
+		return 1;
+	/* after a setting of older times that is on its way */
+	pthread_mutex_lock(&fs->wb->times_lock);
+	int rc = remote_times(fs, t, 1);
+	pthread_mutex_unlock(&fs->wb->times_lock);
+	*ret_seq = seq;
 	return rc;
 }
 
@@ -1067,6 +1102,7 @@ static void *worker(void *arg)
 			wb_lefts_remove(fs, NULL, now);
 			pthread_rwlock_unlock(&fs->path_lock);
 			pthread_mutex_lock(&c->lock);
+			times_waiting = true; /* those of their directories */
 			continue;
 		}
 		memset(items, 0, sizeof(items));
@@ -1359,6 +1395,14 @@ int wb_flush_all(struct osbfs *fs, long timeout_ms)
 	for (size_t i = 0; i < n; i++)
 		cache_unref(c, w[i].cf);
 	free(w);
+	/* the copies left go before the directories' times: their removal
+	 * moves the mtimes */
+	if (!rc) {
+		pthread_rwlock_wrlock(&fs->path_lock);
+		if (wb_lefts_remove(fs, NULL, LLONG_MAX))
+			rc = -EIO;
+		pthread_rwlock_unlock(&fs->path_lock);
+	}
 	if (!rc) {
 		pthread_rwlock_rdlock(&fs->path_lock);
 		if (apply_dir_times(fs))
@@ -1370,12 +1414,6 @@ int wb_flush_all(struct osbfs *fs, long timeout_ms)
 		wb->flushing--;
 		pthread_cond_broadcast(&wb->kick); /* times may wait for us */
 		pthread_mutex_unlock(&c->lock);
-	}
-	if (!rc) {
-		pthread_rwlock_wrlock(&fs->path_lock);
-		if (wb_lefts_remove(fs, NULL, LLONG_MAX))
-			rc = -EIO;
-		pthread_rwlock_unlock(&fs->path_lock);
 	}
 	return rc;
 }

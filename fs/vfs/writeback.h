@@ -11,6 +11,9 @@
 
 #include "osbfs.h"
 
+struct node;
+struct rtimes;
+
 int wb_start(struct osbfs *fs);
 /* Stops the workers (after wb_flush_all, at unmount). */
 void wb_stop(struct osbfs *fs);
@@ -39,6 +42,17 @@ int wb_flush_bytes(struct osbfs *fs, struct cfile *cf);
  * waits as long as it takes. -EIO if something could not be stored,
  * -ETIMEDOUT. */
 int wb_flush_all(struct osbfs *fs, long timeout_ms);
+/*
+ * wb_dir_times() - the user sets times @t of directory @n (its path and
+ * times; the node is held). While a change made here below it is still
+ * to reach the sandbox (an upload, a directory to make, a copy left by a
+ * save to remove), they wait for it, set later by the write-back, shown
+ * meanwhile: returns 1. Else they are set now, after any setting of
+ * older ones on its way: 0 or -errno, and *ret_seq is @n's times_seq
+ * they are of (a name that came or went since moved them again).
+ */
+int wb_dir_times(struct osbfs *fs, struct node *n, struct rtimes *t,
+		 uint64_t *ret_seq);
 /* A copy was left behind: a worker is to wake when it is due. */
 void wb_lefts_added(struct osbfs *fs);
 /* Removes the copies left behind by resent files (cache.h) at or below
