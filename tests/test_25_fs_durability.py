@@ -301,11 +301,16 @@ def sandbox_mtime(server, m, *parts):
     return int(secs) * 10**9 + int(frac)
 
 
-def as_rsync_ends(m, d):
-    """rsync -a sets a directory's times when it makes it, and again at
-    the end only if they no longer show as it set them."""
-    if os.stat(d).st_mtime_ns != STAMP:
-        os.utime(d, ns=(STAMP, STAMP))
+def moved_then_as_rsync_ends(server, m, d):
+    """The directory's times show as moved, even to a fresh look; then as
+    rsync -a ends (it set them when it made the directory, and sets them
+    again only if they no longer show so), they land once its files are
+    in."""
+    ctl(m, "invalidate")  # a listing or stat of the sandbox meanwhile
+    assert os.stat(d).st_mtime_ns != STAMP
+    os.utime(d, ns=(STAMP, STAMP))
+    ctl(m, "sync")
+    assert sandbox_mtime(server, m, "d") == STAMP
 
 
 @pytest.mark.parametrize("landed", [False, True])
@@ -323,11 +328,7 @@ def test_a_name_made_after_directory_times_moves_them_as_on_a_disk(server, make_
         assert sandbox_mtime(server, m, "d") == STAMP
     with open(m.p("d", "f"), "w") as f:
         f.write("x\n")
-    ctl(m, "invalidate")  # a listing or stat of the sandbox meanwhile
-    assert os.stat(d).st_mtime_ns != STAMP
-    as_rsync_ends(m, d)
-    ctl(m, "sync")
-    assert sandbox_mtime(server, m, "d") == STAMP
+    moved_then_as_rsync_ends(server, m, d)
     ctl(m, "invalidate")
     assert os.stat(d).st_mtime_ns == STAMP
 
@@ -352,11 +353,7 @@ def test_a_name_made_while_directory_times_go_is_not_hidden(server, make_mount):
     finally:
         t.join()
         server.clear_faults()
-    ctl(m, "invalidate")
-    assert os.stat(d).st_mtime_ns != STAMP
-    as_rsync_ends(m, d)
-    ctl(m, "sync")
-    assert sandbox_mtime(server, m, "d") == STAMP
+    moved_then_as_rsync_ends(server, m, d)
 
 
 def test_a_copy_left_by_a_save_goes_before_the_directory_times(server, make_mount):
