@@ -467,6 +467,11 @@ bool fmeta_base_take(struct fmeta *m, const struct fattr *a)
 	return true;
 }
 
+struct timespec fmeta_ctime(const struct fmeta *m)
+{
+	return ts_known(&m->ctime) ? m->ctime : m->mtime;
+}
+
 void cache_set_base(struct cfile *cf, const struct fattr *a)
 {
 	cf->m.base = BASE_KNOWN;

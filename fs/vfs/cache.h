@@ -86,6 +86,7 @@ struct cache_attr {
 	mode_t mode;
 	struct timespec mtime;
 	struct timespec atime;
+	struct timespec ctime; /* of the latest change made here */
 };
 void cache_local_attr(struct cache *c, struct cfile *cf,
 		      struct cache_attr *ret);

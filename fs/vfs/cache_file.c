@@ -60,6 +60,7 @@ void cache_local_attr(struct cache *c, struct cfile *cf, struct cache_attr *ret)
 	ret->mode = cf->m.mode;
 	ret->mtime = cf->m.mtime;
 	ret->atime = cf->m.times_set ? cf->m.atime : cf->m.mtime;
+	ret->ctime = fmeta_ctime(&cf->m);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -213,6 +214,7 @@ struct cfile *cache_dir_changed(struct cache *c, struct node *n,
 	}
 	clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
 	cf->m.atime = cf->m.mtime;
+	cf->m.ctime = cf->m.mtime;
 	pthread_mutex_unlock(&c->lock);
 	return cf;
 }
@@ -239,6 +241,7 @@ struct cfile *cache_created(struct cache *c, struct node *n,
 		cf->m.chmod_needed = true;
 	clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
 	cf->m.atime = cf->m.mtime;
+	cf->m.ctime = cf->m.mtime;
 	pthread_mutex_unlock(&c->lock);
 	return cf;
 }
@@ -257,8 +260,10 @@ int cache_truncate(struct cache *c, struct cfile *cf, int64_t size, bool touch,
 		cf->complete = true;
 		cf->next = 0;
 		cache_account(c, cf);
-		if (touch)
+		if (touch) {
 			clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
+			cf->m.ctime = cf->m.mtime;
+		}
 	}
 	if (ret_version)
 		*ret_version = cf->version;
@@ -675,6 +680,7 @@ ssize_t cache_write(struct cache *c, struct cfile *cf, const void *buf,
 		cf->size = off + n;
 	cache_account(c, cf);
 	clock_gettime(CLOCK_REALTIME, &cf->m.mtime);
+	cf->m.ctime = cf->m.mtime;
 	cf->m.times_set = false;
 	/* dirty with its record in place: counting the change is all */
 	bool quick = cf->dirty && cf->record_path;
@@ -691,6 +697,7 @@ void cache_set_mode(struct cache *c, struct cfile *cf, mode_t mode)
 {
 	pthread_mutex_lock(&c->lock);
 	cf->m.mode = mode;
+	clock_gettime(CLOCK_REALTIME, &cf->m.ctime);
 	if (mode & 07000 || !(mode & 0777))
 		cf->m.chmod_needed = true;
 	pthread_mutex_unlock(&c->lock);
@@ -702,6 +709,7 @@ void cache_set_times(struct cache *c, struct cfile *cf,
 	pthread_mutex_lock(&c->lock);
 	cf->m.mtime = *mtime;
 	cf->m.atime = *atime;
+	clock_gettime(CLOCK_REALTIME, &cf->m.ctime);
 	cf->m.times_set = true;
 	pthread_mutex_unlock(&c->lock);
 }

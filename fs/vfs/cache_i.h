@@ -43,10 +43,12 @@ struct fmeta {
 	mode_t mode;
 	struct timespec mtime;
 	struct timespec atime;
-	bool times_set;    /* mtime (and atime) must be set remotely */
-	bool chmod_needed; /* mode needs a chmod after the upload */
-	bool dir;          /* of a directory: made (base absent) or
-			      given a mode here; no data (cache.h) */
+	struct timespec ctime; /* of the latest change made here ({0, 0}:
+				  not known, after a restart: the mtime) */
+	bool times_set;        /* mtime (and atime) must be set remotely */
+	bool chmod_needed;     /* mode needs a chmod after the upload */
+	bool dir;              /* of a directory: made (base absent) or
+				  given a mode here; no data (cache.h) */
 	char owner[64], group[64];
 	enum base_state base;
 	int64_t base_size;
@@ -73,6 +75,9 @@ bool fmeta_base_is(const struct fmeta *m, const struct fattr *a);
  * taken from @a. Only for @a asked of the sandbox after our last change
  * of the file (what a node's attributes are: ops.c node_changed_here). */
 bool fmeta_base_take(struct fmeta *m, const struct fattr *a);
+/* The time of the latest change made here (the ctime a dirty file shows
+ * and keeps once it landed, node_ctime_landed). */
+struct timespec fmeta_ctime(const struct fmeta *m);
 
 struct cfile {
 	uint64_t id;

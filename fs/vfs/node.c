@@ -355,8 +355,50 @@ static bool ts_before(const struct timespec *a, const struct timespec *b)
 	       (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
+static bool ts_known(const struct timespec *t)
+{
+	return t->tv_sec || t->tv_nsec;
+}
+
+static bool ts_same(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* The smallest time after @t. */
+static struct timespec ts_next(struct timespec t)
+{
+	if (++t.tv_nsec == 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec = 0;
+	}
+	return t;
+}
+
+/* An answer of the sandbox says @n's ctime is @ctime: the ctime of our
+ * latest change is shown as long as that is the one the change left. */
+static void ctime_answered(struct node *n, const struct timespec *ctime)
+{
+	if (!ts_known(&n->ctime_here) || !ts_known(ctime))
+		return;
+	if (!ts_known(&n->ctime_ours)) {
+		/* the first answer asked after our change (node.h) */
+		n->ctime_ours = *ctime;
+	} else if (!ts_same(ctime, &n->ctime_ours)) {
+		/* changed since by someone else: theirs is shown, and never
+		 * as earlier than ours (the sandbox's clock is not ours) */
+		if (ts_before(&n->ctime_here, ctime)) {
+			n->ctime_here = (struct timespec){ 0, 0 };
+		} else {
+			n->ctime_here = ts_next(n->ctime_here);
+			n->ctime_ours = *ctime;
+		}
+	}
+}
+
 void node_set_attr(struct node *n, const struct fattr *a, long long expiry)
 {
+	ctime_answered(n, &a->ctime);
 	n->attr = *a;
 	if (a->type == OSB_DIR && n->changed_here.tv_sec) {
 		/* a name came or went here and the sandbox has not changed
@@ -375,10 +417,37 @@ void node_set_attr(struct node *n, const struct fattr *a, long long expiry)
 	n->neg_expiry = 0;
 }
 
+struct timespec node_ctime(const struct node *n)
+{
+	const struct timespec *sb = &n->attr.ctime;
+	if (ts_known(&n->ctime_here) &&
+	    (!ts_known(sb) || !ts_known(&n->ctime_ours) ||
+	     ts_same(sb, &n->ctime_ours)))
+		return n->ctime_here;
+	return ts_known(sb) ? *sb : n->attr.mtime;
+}
+
+struct timespec node_ctime_local(const struct node *n,
+				 const struct timespec *local)
+{
+	struct timespec shown = node_ctime(n);
+	return ts_before(&shown, local) ? *local : shown;
+}
+
 void node_ctime_set(struct node *n, const struct timespec *ctime)
 {
+	struct timespec before = node_ctime(n), now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	n->ctime_here = ts_before(&before, &now) ? now : ts_next(before);
+	n->ctime_ours = *ctime;
 	n->attr.ctime = *ctime;
-	clock_gettime(CLOCK_REALTIME, &n->ctime_here);
+}
+
+void node_ctime_landed(struct node *n, const struct timespec *local,
+		       const struct timespec *ctime)
+{
+	n->ctime_here = node_ctime_local(n, local);
+	n->ctime_ours = *ctime;
 }
 
 void node_set_negative(struct node *n, long long expiry)

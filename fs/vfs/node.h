@@ -63,8 +63,12 @@ struct node {
 	long long attr_expiry; /* monotonic ms */
 	struct fattr attr;     /* attr.ctime is the sandbox's, as asked after
 				  our last change of it, or {0, 0} */
-	struct timespec ctime_here; /* when we last changed it: shown as its
-				       ctime while attr.ctime is not known */
+	/* our latest change of it: the ctime shown for it ({0, 0}: none),
+	 * and the sandbox's ctime that change left ({0, 0} until the first
+	 * answer asked after it says it); shown while the sandbox's ctime
+	 * is that one (ARCHITECTURE.md "A file's ctime holds") */
+	struct timespec ctime_here;
+	struct timespec ctime_ours;
 	/* negative entry: the name is known not to exist until neg_expiry */
 	long long neg_expiry;
 
@@ -189,9 +193,20 @@ bool node_is_below(const struct node *n, const struct node *anc);
 
 /* Cache state helpers. */
 void node_set_attr(struct node *n, const struct fattr *a, long long expiry);
-/* @n was changed in the sandbox by us, which left its ctime at @ctime
- * ({0, 0}: not known until the sandbox is next asked). */
+/* @n was changed in the sandbox by us, now, which left its ctime at
+ * @ctime ({0, 0}: not known until the sandbox is next asked): the ctime
+ * shown is now's, or just after the one shown before if that is later. */
 void node_ctime_set(struct node *n, const struct timespec *ctime);
+/* The ctime shown for @n: that of our latest change while the sandbox's
+ * is the one it left, else the sandbox's (its mtime if not known). */
+struct timespec node_ctime(const struct node *n);
+/* The ctime shown for @n with local changes made at @local: the later. */
+struct timespec node_ctime_local(const struct node *n,
+				 const struct timespec *local);
+/* Local changes made at @local (shown since) landed and left the
+ * sandbox's ctime at @ctime ({0, 0}: not known): what is shown stays. */
+void node_ctime_landed(struct node *n, const struct timespec *local,
+		       const struct timespec *ctime);
 void node_set_negative(struct node *n, long long expiry);
 bool node_attr_fresh(const struct node *n, long long now);
 bool node_negative(const struct node *n, long long now);

@@ -171,11 +171,7 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 	st->st_size = a->size;
 	st->st_mtim = a->mtime;
 	st->st_atim = a->mtime;
-	st->st_ctim = a->ctime;
-	if (!a->ctime.tv_sec && !a->ctime.tv_nsec) /* not known (node.h) */
-		st->st_ctim = a->mtime.tv_sec > n->ctime_here.tv_sec ?
-				      a->mtime :
-				      n->ctime_here;
+	st->st_ctim = node_ctime(n);
 	if (node_has_local(fs, n)) {
 		/* local changes the sandbox has not seen yet, or an orphan */
 		struct cache_attr la;
@@ -189,8 +185,7 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 			st->st_mtim = la.mtime;
 			st->st_atim = la.atime;
 			st->st_mode = S_IFREG | (la.mode & 07777);
-			if (st->st_ctim.tv_sec < la.mtime.tv_sec)
-				st->st_ctim = la.mtime;
+			st->st_ctim = node_ctime_local(n, &la.ctime);
 		}
 	}
 	if (n->times_pending) {

@@ -715,13 +715,17 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		}
 		/* what the sandbox now has is what we show, and an answer
 		 * asked for before this (a listing, a stat) is older */
-		if (cf->node)
+		if (cf->node) {
+			struct timespec local = fmeta_ctime(&it->m);
 			cf->node->change_gen = ++fs->nodes.change_seq;
+			/* the ctime shown stays that of the change (node.h) */
+			node_ctime_landed(cf->node, &local, &it->ctime);
+		}
 		if (cf->node && !cf->dirty && cf->node->attr_valid) {
 			cf->node->attr.size = it->size;
 			cf->node->attr.mtime = it->m.mtime;
 			cf->node->attr.mode = it->m.mode & 07777;
-			node_ctime_set(cf->node, &it->ctime);
+			cf->node->attr.ctime = it->ctime;
 		}
 		if (cf->node)
 			ours_landed(fs, cf->node, it);
