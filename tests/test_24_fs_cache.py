@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from osbtest import wait_until
+from osbtest import execd_routes, wait_until
 
 
 def count(server, sid, key):
@@ -658,3 +658,78 @@ def test_reading_a_file_bigger_than_the_cap_keeps_to_it(server, make_mount):
     print("cache data: %d bytes while open, %d at most" % (held, peak[0]))
     assert held <= 32 * MIB + slack, held
     assert peak[0] <= 32 * MIB + slack, peak[0]
+
+
+def ctl(m, word):
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write(word + "\n")
+
+
+def times_ns(path):
+    st = os.stat(path)
+    return st.st_ctime_ns, st.st_mtime_ns
+
+
+def times_hold_when_it_lands(m, name):
+    """The ctime and mtime shown now are those shown once the upload
+    landed, and once asked of the sandbox again."""
+    shown = times_ns(m.p(name))
+    ctl(m, "sync")
+    assert times_ns(m.p(name)) == shown
+    ctl(m, "invalidate")
+    assert times_ns(m.p(name)) == shown
+    return shown
+
+
+@pytest.mark.parametrize("attr_timeout", ["0", "1h"])
+def test_ctime_holds_when_a_new_files_upload_lands(server, make_mount, attr_timeout):
+    m = make_mount(options=["attr_timeout=" + attr_timeout, "writeback_delay=1h"])
+    with open(m.p("new"), "wb") as f:
+        f.write(b"new bytes")
+    ours, _ = times_hold_when_it_lands(m, "new")
+    # a change made in the sandbox after is shown, and later than ours
+    server.run(m.sandbox_id, "chmod 600 " + shlex.quote(m.spath("new")))
+    ctl(m, "invalidate")
+    theirs, _ = times_ns(m.p("new"))
+    assert theirs != ours and theirs >= ours
+
+
+def test_ctime_holds_when_new_files_land_packed(server, make_mount):
+    # eight new small files go as one archive, whose unpacking does not
+    # say the ctimes: the first answer after does
+    m = make_mount(options=["attr_timeout=1h", "writeback_delay=1h"])
+    names = ["p%d" % i for i in range(8)]
+    for n in names:
+        with open(m.p(n), "wb") as f:
+            f.write(n.encode())
+    shown = [times_ns(m.p(n)) for n in names]
+    server.reset_stats()
+    ctl(m, "sync")
+    assert execd_routes(server, m.sandbox_id).get("POST /files/upload") == 1
+    ctl(m, "invalidate")
+    assert [times_ns(m.p(n)) for n in names] == shown
+
+
+def test_ctime_holds_when_a_rewrite_lands(server, make_mount):
+    m = make_mount(options=["attr_timeout=1h", "writeback_delay=1h"])
+    server.write_file(m.sandbox_id, m.spath("old"), b"old bytes")
+    before, _ = times_ns(m.p("old"))
+    with open(m.p("old"), "wb") as f:
+        f.write(b"rewritten")
+    assert times_ns(m.p("old"))[0] >= before
+    times_hold_when_it_lands(m, "old")
+
+
+@pytest.mark.parametrize("new", [False, True])
+def test_ctime_moves_at_a_chmod_not_later(server, make_mount, new):
+    m = make_mount(options=["attr_timeout=1h", "writeback_delay=1h"])
+    if new:
+        with open(m.p("f"), "wb") as f:
+            f.write(b"x")
+    else:
+        server.write_file(m.sandbox_id, m.spath("f"), b"x")
+    before, _ = times_ns(m.p("f"))
+    os.chmod(m.p("f"), 0o640)
+    assert times_ns(m.p("f"))[0] >= before
+    times_hold_when_it_lands(m, "f")
+    assert os.stat(m.p("f")).st_mode & 0o777 == 0o640
