@@ -181,6 +181,47 @@ static int data_file(struct cache *c, struct cfile *cf, const char *text)
 	return w == (ssize_t)strlen(text) ? 0 : -EIO;
 }
 
+static bool ts_is(struct timespec t, time_t sec, long nsec)
+{
+	return t.tv_sec == sec && t.tv_nsec == nsec;
+}
+
+/* The sandbox answers that @n's ctime is @sec.@nsec: the ctime shown. */
+static struct timespec answered(struct node *n, time_t sec, long nsec)
+{
+	struct fattr a = { .type = OSB_FILE, .ctime = { sec, nsec } };
+	node_set_attr(n, &a, 0);
+	return node_ctime(n);
+}
+
+/* A file's ctime holds (ARCHITECTURE.md): ours while the sandbox says
+ * the ctime our change left, theirs after, never earlier than ours. */
+static void test_node_ctime(void)
+{
+	struct node n;
+	memset(&n, 0, sizeof(n));
+	CHECK(ts_is(answered(&n, 100, 0), 100, 0));
+	/* a change of ours made at 200 landed, leaving 150 there */
+	node_ctime_landed(&n, &(struct timespec){ 200, 0 },
+			  &(struct timespec){ 150, 0 });
+	CHECK(ts_is(answered(&n, 150, 0), 200, 0));
+	/* someone else's change, by a clock behind ours; then later */
+	CHECK(ts_is(answered(&n, 160, 0), 200, 1));
+	CHECK(ts_is(answered(&n, 160, 0), 200, 1));
+	CHECK(ts_is(answered(&n, 300, 0), 300, 0));
+	/* a change whose ctime is not known: the first answer says it */
+	node_ctime_landed(&n, &(struct timespec){ 400, 0 },
+			  &(struct timespec){ 0, 0 });
+	CHECK(ts_is(answered(&n, 390, 5), 400, 0));
+	CHECK(ts_is(answered(&n, 390, 5), 400, 0));
+	/* a change made here never shows before the one shown */
+	node_ctime_set(&n, &(struct timespec){ 0, 0 });
+	struct timespec here = node_ctime(&n);
+	CHECK(here.tv_sec > 400);
+	CHECK(ts_is(node_ctime_local(&n, &(struct timespec){ 1, 0 }),
+		    here.tv_sec, here.tv_nsec));
+}
+
 static void test_journal(void)
 {
 	char dir[] = "/tmp/osbfs-unit-XXXXXX";
@@ -756,6 +797,7 @@ int main(void)
 	test_hex();
 	test_parsers();
 	test_nodes();
+	test_node_ctime();
 	test_journal();
 	test_validator();
 	test_journal_ctime();
