@@ -232,6 +232,9 @@ static int run_verb(struct ctl *c, const struct ctl_verb *v)
 		/* the files' content too (a job's end keeps it: the next
 		 * open compares the file's size, mtime and ctime) */
 		cache_drop_clean(fs->cache);
+		/* and the kernel's, before the write returns: a stat just
+		 * after was answered from what it still held */
+		notify_drain(fs);
 		break;
 	case CTL_JOB_KILL:
 	case CTL_JOB_SIGNAL:
