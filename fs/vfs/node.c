@@ -402,10 +402,14 @@ void node_set_attr(struct node *n, const struct fattr *a, long long expiry)
 	n->attr = *a;
 	if (a->type == OSB_DIR && n->changed_here.tv_sec) {
 		/* a name came or went here and the sandbox has not changed
-		 * the directory since (its ctime is older): what it will
-		 * say once it has is later still (ARCHITECTURE.md) */
-		if (ts_before(&a->ctime, &n->changed_here) &&
-		    ts_before(&a->mtime, &n->changed_here)) {
+		 * the directory since (its ctime is older, or was moved by
+		 * a setting of its times begun before, which may land after
+		 * the name came): what it will say once it has is later
+		 * still (ARCHITECTURE.md) */
+		bool ours = n->times_going ||
+			    ts_before(&a->ctime, &n->changed_here) ||
+			    ts_same(&a->ctime, &n->times_ctime);
+		if (ours && ts_before(&a->mtime, &n->changed_here)) {
 			n->attr.mtime = n->changed_here;
 			n->attr.ctime = n->changed_here;
 		} else {
@@ -448,6 +452,17 @@ void node_ctime_landed(struct node *n, const struct timespec *local,
 {
 	n->ctime_here = node_ctime_local(n, local);
 	n->ctime_ours = *ctime;
+}
+
+void node_times_sent(struct node *n)
+{
+	n->times_going = true;
+}
+
+void node_times_done(struct node *n, const struct timespec *ctime)
+{
+	n->times_going = false;
+	n->times_ctime = ctime ? *ctime : (struct timespec){ 0, 0 };
 }
 
 void node_set_negative(struct node *n, long long expiry)

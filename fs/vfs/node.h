@@ -119,6 +119,11 @@ struct node {
 	 * once the user set its times since; shown as its mtime while the
 	 * sandbox says it has not changed since (node_set_attr) */
 	struct timespec changed_here;
+	/* a command setting its times is on its way (writeback.c, under its
+	 * times_lock), and the sandbox's ctime the last one left ({0, 0}:
+	 * not known): a ctime they moved is no change after changed_here */
+	bool times_going;
+	struct timespec times_ctime;
 	uint64_t dirty_mark; /* == the table's mark_seq: a dirty file is
 				at or below it (writeback.c) */
 
@@ -207,6 +212,10 @@ struct timespec node_ctime_local(const struct node *n,
  * sandbox's ctime at @ctime ({0, 0}: not known): what is shown stays. */
 void node_ctime_landed(struct node *n, const struct timespec *local,
 		       const struct timespec *ctime);
+/* A command setting directory @n's times is sent; then it is done,
+ * leaving the sandbox's ctime at @ctime ({0, 0} or NULL: not known). */
+void node_times_sent(struct node *n);
+void node_times_done(struct node *n, const struct timespec *ctime);
 void node_set_negative(struct node *n, long long expiry);
 bool node_attr_fresh(const struct node *n, long long now);
 bool node_negative(const struct node *n, long long now);

@@ -957,6 +957,7 @@ static void scan_pending(struct node *n, void *arg)
 					     .mtime = n->pending_mtime,
 					     .atime = n->pending_atime,
 					     .seq = n->times_seq };
+	node_times_sent(n);
 	node_ref(n);
 	ps->n++;
 }
@@ -1008,6 +1009,7 @@ static int apply_dir_times_locked(struct osbfs *fs)
 		/* not when the user set them again, or a name came or went
 		 * in it, while the command went */
 		bool same = n->times_pending && n->times_seq == ps.d[i].seq;
+		node_times_done(n, &ps.d[i].ctime);
 		if (!rc && same) {
 			n->times_pending = false;
 			fs->pending_dir_times--;
@@ -1056,7 +1058,13 @@ int wb_dir_times(struct osbfs *fs, struct node *n, struct rtimes *t,
 		return 1;
 	/* after a setting of older times that is on its way */
 	pthread_mutex_lock(&fs->wb->times_lock);
+	pthread_mutex_lock(&fs->nodes.lock);
+	node_times_sent(n);
+	pthread_mutex_unlock(&fs->nodes.lock);
 	int rc = remote_times(fs, t, 1);
+	pthread_mutex_lock(&fs->nodes.lock);
+	node_times_done(n, t->ret_ctime);
+	pthread_mutex_unlock(&fs->nodes.lock);
 	pthread_mutex_unlock(&fs->wb->times_lock);
 	*ret_seq = seq;
 	return rc;
