@@ -222,6 +222,35 @@ static void test_node_ctime(void)
 		    here.tv_sec, here.tv_nsec));
 }
 
+/* A name made in a directory here moves its times (ARCHITECTURE.md
+ * "Directory times hold"): shown while the sandbox's ctime is older, or
+ * was moved by a setting of the times begun before the name came. */
+static void test_dir_changed_here(void)
+{
+	struct node n;
+	memset(&n, 0, sizeof(n));
+	struct fattr a = { .type = OSB_DIR,
+			   .mtime = { 100, 0 },
+			   .ctime = { 150, 0 } };
+	n.changed_here = (struct timespec){ 200, 0 };
+	node_set_attr(&n, &a, 0);
+	CHECK(ts_is(n.attr.mtime, 200, 0));
+	/* the setting's command moved the ctime, its answer is on its way */
+	node_times_sent(&n);
+	a.ctime = (struct timespec){ 210, 0 };
+	node_set_attr(&n, &a, 0);
+	CHECK(ts_is(n.attr.mtime, 200, 0));
+	/* it said that ctime */
+	node_times_done(&n, &(struct timespec){ 210, 0 });
+	node_set_attr(&n, &a, 0);
+	CHECK(ts_is(n.attr.mtime, 200, 0));
+	/* someone else changed the directory since: theirs */
+	a.ctime = (struct timespec){ 220, 0 };
+	node_set_attr(&n, &a, 0);
+	CHECK(ts_is(n.attr.mtime, 100, 0));
+	CHECK(!n.changed_here.tv_sec);
+}
+
 static void test_journal(void)
 {
 	char dir[] = "/tmp/osbfs-unit-XXXXXX";
@@ -798,6 +827,7 @@ int main(void)
 	test_parsers();
 	test_nodes();
 	test_node_ctime();
+	test_dir_changed_here();
 	test_journal();
 	test_validator();
 	test_journal_ctime();
