@@ -176,6 +176,7 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 		/* local changes the sandbox has not seen yet, or an orphan */
 		struct cache_attr la;
 		cache_local_attr(fs->cache, n->cf, &la);
+		st->st_ctim = node_ctime_local(n, &la.ctime);
 		if (la.dir) {
 			/* made or given a mode here: the mode is ours, the
 			 * times follow its entries (dir_changed) */
@@ -185,7 +186,6 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 			st->st_mtim = la.mtime;
 			st->st_atim = la.atime;
 			st->st_mode = S_IFREG | (la.mode & 07777);
-			st->st_ctim = node_ctime_local(n, &la.ctime);
 		}
 	}
 	if (n->times_pending) {

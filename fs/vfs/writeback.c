@@ -701,9 +701,18 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		 * or a kill now would leave the old one for the next mount to
 		 * find changed */
 		refresh_record(c, cf);
+		/* what the sandbox now has is what we show, and an answer
+		 * asked for before this (a listing, a stat) is older */
+		if (cf->node) {
+			struct timespec local = fmeta_ctime(&it->m);
+			cf->node->change_gen = ++fs->nodes.change_seq;
+			/* the ctime shown stays that of the change (node.h);
+			 * a directory's mode does not say the ctime it left:
+			 * the next answer does */
+			node_ctime_landed(cf->node, &local, &it->ctime);
+		}
 		if (it->m.dir) {
 			if (cf->node) {
-				cf->node->change_gen = ++fs->nodes.change_seq;
 				cf->node->attr.mode = it->m.mode & 07777;
 				ours_landed(fs, cf->node, it);
 			}
@@ -712,14 +721,6 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		if (!it->times_only) {
 			wb->uploaded_files++;
 			wb->uploaded_bytes += (uint64_t)it->size;
-		}
-		/* what the sandbox now has is what we show, and an answer
-		 * asked for before this (a listing, a stat) is older */
-		if (cf->node) {
-			struct timespec local = fmeta_ctime(&it->m);
-			cf->node->change_gen = ++fs->nodes.change_seq;
-			/* the ctime shown stays that of the change (node.h) */
-			node_ctime_landed(cf->node, &local, &it->ctime);
 		}
 		if (cf->node && !cf->dirty && cf->node->attr_valid) {
 			cf->node->attr.size = it->size;
