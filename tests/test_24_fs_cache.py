@@ -733,3 +733,29 @@ def test_ctime_moves_at_a_chmod_not_later(server, make_mount, new):
     assert times_ns(m.p("f"))[0] >= before
     times_hold_when_it_lands(m, "f")
     assert os.stat(m.p("f")).st_mode & 0o777 == 0o640
+
+
+@pytest.mark.parametrize("new", [False, True])
+def test_a_directorys_ctime_moves_at_a_chmod_not_later(server, make_mount, new):
+    # a directory's mode goes with the write-back: its ctime moved when
+    # that landed, not at the chmod
+    m = make_mount(options=["attr_timeout=1h", "writeback_delay=1h"])
+    d = m.p("d")
+    if new:
+        os.mkdir(d)
+    else:
+        server.run(m.sandbox_id, "mkdir " + shlex.quote(m.spath("d")))
+    before, _ = times_ns(d)
+    os.chmod(d, 0o750)
+    ours, _ = times_ns(d)
+    assert ours > before
+    ctl(m, "sync")
+    assert times_ns(d)[0] == ours
+    ctl(m, "invalidate")
+    assert times_ns(d)[0] == ours
+    assert os.stat(d).st_mode & 0o777 == 0o750
+    # a change made in the sandbox after is shown, and later than ours
+    server.run(m.sandbox_id, "chmod 700 " + shlex.quote(m.spath("d")))
+    ctl(m, "invalidate")
+    theirs, _ = times_ns(d)
+    assert theirs > ours
