@@ -363,6 +363,10 @@ void dir_changed(struct osbfs *fs, struct node *parent, struct node *child)
 	clock_gettime(CLOCK_REALTIME, &parent->attr.mtime);
 	parent->attr.ctime = parent->attr.mtime;
 	parent->changed_here = parent->attr.mtime;
+	/* that is its latest change: a ctime kept for an earlier one of
+	 * ours (a chmod, a setting of its times) no longer is (node.h) */
+	parent->ctime_here = (struct timespec){ 0, 0 };
+	parent->ctime_ours = (struct timespec){ 0, 0 };
 	/* as on a disk, a name made or removed after the user set its
 	 * times moves them: times still waiting to go no longer do */
 	parent->times_seq++;
