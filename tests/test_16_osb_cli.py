@@ -950,7 +950,7 @@ def test_readme_osb_session_runs_as_printed(server, osbc, home, tmp_path):
     text = (ROOT / "README.md").read_text()
     block = text[text.index("## The `osb` tool"):].split("```sh\n", 1)[1].split("```", 1)[0]
     assert "osb sandbox create" in block and "osb sandbox kill $ID" in block, block
-    env = dict(osbc.env(), HOME=str(home), PATH="%s:%s" % (OSB.parent, os.environ["PATH"]))
+    env = dict(osbc.env(), HOME=str(home), PATH="%s:%s" % (OSB.resolve().parent, os.environ["PATH"]))
     r = subprocess.run(["bash", "-e", "-x", "-c", block], cwd=tmp_path, capture_output=True, text=True,
                        timeout=300, env=env)
     ids = re.findall(r"\+ ID=([0-9a-f-]{36})", r.stderr)
