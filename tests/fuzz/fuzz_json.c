@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(body, data + 1, len);
 
-	switch (which % 14) {
+	switch (which % 15) {
 	case 0:
 		json_error_body(body, len, code, sizeof(code), msg,
 				sizeof(msg));
@@ -128,6 +128,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			json_check_array(s);
 		}
 		free(s);
+		break;
+	}
+	case 14: {
+		/* a sample of GET /metrics, or a line of /metrics/watch */
+		struct osb_metrics m;
+		json_metrics(body, len, &m);
+		json_error_field(body, len, msg,
+				 which & 0x10 ? 8 : sizeof(msg));
 		break;
 	}
 	}
