@@ -227,13 +227,13 @@ class Sandbox:
     def create(cls, app, rec, seed=None):
         """A new sandbox; seed(fs), when given, fills its filesystem before
         the overlays are mounted (a restore from a snapshot).  A seed's
-        OSError removes what was made and is raised again."""
+        failure removes what was made and is raised again."""
         sb = cls(app, rec)
         sb.fs.create()
         if seed is not None:
             try:
                 seed(sb.fs)
-            except OSError:
+            except Exception:
                 sb.fs.remove()
                 raise
         sb.fs.mount_sys()
