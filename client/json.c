@@ -396,6 +396,7 @@ static int sandbox_from(const cJSON *o, struct osb_sandbox_info *info)
 	info->reason = dup_str(status, "reason");
 	info->message = dup_str(status, "message");
 	info->image = dup_str(image, "uri");
+	info->snapshot_id = dup_str(o, "snapshotId");
 	kv_from(cJSON_GetObjectItemCaseSensitive(o, "metadata"),
 		&info->metadata);
 	if (cJSON_IsArray(ep)) {
@@ -427,36 +428,11 @@ int json_sandbox(const char *body, size_t len, struct osb_sandbox_info *ret)
 	return rc;
 }
 
-int json_sandbox_list(const char *body, size_t len,
-		      struct osb_sandbox_list *ret)
+/* A list answer's "pagination" object; what is missing stays 0. */
+static void page_from(const cJSON *pg, struct osb_page *ret)
 {
-	cJSON *root = parse(body, len);
-	const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
-	const cJSON *pg = cJSON_GetObjectItemCaseSensitive(root, "pagination");
-	const cJSON *item;
 	int64_t v;
-	int rc = 0;
 
-	memset(ret, 0, sizeof(*ret));
-	if (!cJSON_IsArray(items)) {
-		cJSON_Delete(root);
-		return -EPROTO;
-	}
-	size_t count = (size_t)cJSON_GetArraySize(items);
-	ret->items = calloc(count ? count : 1, sizeof(*ret->items));
-	if (!ret->items) {
-		cJSON_Delete(root);
-		return -ENOMEM;
-	}
-	cJSON_ArrayForEach(item, items)
-	{
-		rc = sandbox_from(item, &ret->items[ret->n]);
-		if (rc) {
-			osb_sandbox_info_release(&ret->items[ret->n]);
-			break;
-		}
-		ret->n++;
-	}
 	if (get_i64(pg, "page", &v))
 		ret->page = (int)v;
 	if (get_i64(pg, "pageSize", &v))
@@ -467,7 +443,82 @@ int json_sandbox_list(const char *body, size_t len,
 		ret->total_items = (long)v;
 	ret->has_next = cJSON_IsTrue(
 		cJSON_GetObjectItemCaseSensitive(pg, "hasNextPage"));
+}
+
+static int items_from(const cJSON *root, void **ret, size_t *n, size_t size,
+		      int (*from)(const cJSON *, void *),
+		      void (*release)(void *));
+
+/*
+ * A list answer: its "items", each made by @from into an array of
+ * elements of @size bytes (*ret, *n), and its page (*pg). On failure the
+ * element being made is released with @release and the rc returned (the
+ * caller releases the rest). -EPROTO when there is no array.
+ */
+static int list_from(const char *body, size_t len, void **ret, size_t *n,
+		     size_t size, int (*from)(const cJSON *, void *),
+		     void (*release)(void *), struct osb_page *pg)
+{
+	cJSON *root = parse(body, len);
+	int rc = items_from(root, ret, n, size, from, release);
+
+	memset(pg, 0, sizeof(*pg));
+	page_from(cJSON_GetObjectItemCaseSensitive(root, "pagination"), pg);
 	cJSON_Delete(root);
+	return rc;
+}
+
+static int items_from(const cJSON *root, void **ret, size_t *n, size_t size,
+		      int (*from)(const cJSON *, void *),
+		      void (*release)(void *))
+{
+	const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
+	const cJSON *item;
+
+	if (!cJSON_IsArray(items))
+		return -EPROTO;
+	size_t count = (size_t)cJSON_GetArraySize(items);
+	char *a = calloc(count ? count : 1, size);
+	if (!a)
+		return -ENOMEM;
+	*ret = a;
+	cJSON_ArrayForEach(item, items)
+	{
+		int rc = from(item, a + *n * size);
+		if (rc) {
+			release(a + *n * size);
+			return rc;
+		}
+		(*n)++;
+	}
+	return 0;
+}
+
+static int sandbox_item(const cJSON *o, void *p)
+{
+	return sandbox_from(o, p);
+}
+
+static void sandbox_item_release(void *p)
+{
+	osb_sandbox_info_release(p);
+}
+
+int json_sandbox_list(const char *body, size_t len,
+		      struct osb_sandbox_list *ret)
+{
+	struct osb_page pg;
+	void *items = NULL;
+
+	memset(ret, 0, sizeof(*ret));
+	int rc = list_from(body, len, &items, &ret->n, sizeof(*ret->items),
+			   sandbox_item, sandbox_item_release, &pg);
+	ret->items = items;
+	ret->page = pg.page;
+	ret->page_size = pg.page_size;
+	ret->total_pages = pg.total_pages;
+	ret->total_items = pg.total_items;
+	ret->has_next = pg.has_next;
 	if (rc)
 		osb_sandbox_list_release(ret);
 	return rc;
@@ -487,16 +538,20 @@ char *json_create_request(const struct osb_create_params *p)
 						  NULL };
 	const char *const *ep = p->entrypoint ? p->entrypoint : default_ep;
 	cJSON *root = cJSON_CreateObject();
-	cJSON *image = cJSON_AddObjectToObject(root, "image");
+	cJSON *image =
+		p->snapshot_id ? NULL : cJSON_AddObjectToObject(root, "image");
 	cJSON *arr = cJSON_AddArrayToObject(root, "entrypoint");
 	cJSON *limits = cJSON_AddObjectToObject(root, "resourceLimits");
 
-	if (!image || !arr || !limits) {
+	if ((!image && !p->snapshot_id) || !arr || !limits) {
 		cJSON_Delete(root);
 		return NULL;
 	}
-	cJSON_AddStringToObject(image, "uri", p->image ? p->image : "");
-	if (p->image_username || p->image_password) {
+	if (p->snapshot_id)
+		cJSON_AddStringToObject(root, "snapshotId", p->snapshot_id);
+	else
+		cJSON_AddStringToObject(image, "uri", p->image ? p->image : "");
+	if (image && (p->image_username || p->image_password)) {
 		cJSON *auth = cJSON_AddObjectToObject(image, "auth");
 		cJSON_AddStringToObject(auth, "username",
 					p->image_username ? p->image_username :
@@ -569,6 +624,73 @@ int json_renew_response(const char *body, size_t len, time_t *ret)
 		*ret = ts.tv_sec;
 	cJSON_Delete(root);
 	return rc;
+}
+
+/* ---- snapshots ---- */
+
+static int snapshot_from(const cJSON *o, struct osb_snapshot *snap)
+{
+	const cJSON *status = cJSON_GetObjectItemCaseSensitive(o, "status");
+	const char *t;
+
+	memset(snap, 0, sizeof(*snap));
+	if (!get_str(o, "id") || !get_str(status, "state"))
+		return -EPROTO;
+	snap->id = dup_str(o, "id");
+	snap->state = dup_str(status, "state");
+	snap->sandbox_id = dup_str(o, "sandboxId");
+	snap->name = dup_str(o, "name");
+	snap->reason = dup_str(status, "reason");
+	snap->message = dup_str(status, "message");
+	t = get_str(o, "createdAt");
+	if (t)
+		osb_time_parse(t, &snap->created);
+	t = get_str(status, "lastTransitionAt");
+	if (t)
+		osb_time_parse(t, &snap->last_transition);
+	return snap->id && snap->state ? 0 : -ENOMEM;
+}
+
+int json_snapshot(const char *body, size_t len, struct osb_snapshot *ret)
+{
+	cJSON *root = parse(body, len);
+	int rc = cJSON_IsObject(root) ? snapshot_from(root, ret) : -EPROTO;
+	if (rc && cJSON_IsObject(root))
+		osb_snapshot_release(ret);
+	cJSON_Delete(root);
+	return rc;
+}
+
+static int snapshot_item(const cJSON *o, void *p)
+{
+	return snapshot_from(o, p);
+}
+
+static void snapshot_item_release(void *p)
+{
+	osb_snapshot_release(p);
+}
+
+int json_snapshot_list(const char *body, size_t len,
+		       struct osb_snapshot_list *ret)
+{
+	void *items = NULL;
+
+	memset(ret, 0, sizeof(*ret));
+	int rc = list_from(body, len, &items, &ret->n, sizeof(*ret->items),
+			   snapshot_item, snapshot_item_release, &ret->pg);
+	ret->items = items;
+	if (rc)
+		osb_snapshot_list_release(ret);
+	return rc;
+}
+
+char *json_snapshot_request(const char *name)
+{
+	cJSON *root = cJSON_CreateObject();
+	if (root && name)
+		cJSON_AddStringToObject(root, "name", name);
+	return print(root);
 }
 
 static bool get_num(const cJSON *o, const char *name, double *ret)

@@ -19,6 +19,7 @@ void osb_sandbox_info_release(struct osb_sandbox_info *info)
 	free(info->reason);
 	free(info->message);
 	free(info->image);
+	free(info->snapshot_id);
 	osb_kvlist_release(&info->metadata);
 	if (info->entrypoint) {
 		for (size_t i = 0; info->entrypoint[i]; i++)
@@ -60,18 +61,22 @@ static int sandbox_path(struct buf *b, const char *id, const char *suffix)
 	return rc;
 }
 
-static int bad_id(const char *id, struct osb_error *err)
+int lifecycle_bad_id(const char *id, const char *what, struct osb_error *err)
 {
 	if (id && *id && !strchr(id, '/'))
 		return 0;
-	osb_error_set(err, 0, "", "invalid sandbox id \"%s\"", id ? id : "");
+	osb_error_set(err, 0, "", "invalid %s id \"%s\"", what, id ? id : "");
 	return -EINVAL;
 }
 
-static int lifecycle_call(struct osb_client *c, const char *method,
-			  const char *path, const char *query, const char *body,
-			  enum http_retry retry, struct http_response *rs,
-			  struct osb_error *err)
+static int bad_id(const char *id, struct osb_error *err)
+{
+	return lifecycle_bad_id(id, "sandbox", err);
+}
+
+int lifecycle_call(struct osb_client *c, const char *method, const char *path,
+		   const char *query, const char *body, enum http_retry retry,
+		   struct http_response *rs, struct osb_error *err)
 {
 	struct http_request rq = {
 		.method = method,
@@ -92,9 +97,15 @@ int osb_sandbox_create(struct osb_client *c, const struct osb_create_params *p,
 {
 	struct http_response rs = { 0 };
 
-	if (!p->image || !*p->image) {
-		osb_error_set(err, 0, "",
-			      "an image is needed to create a sandbox");
+	bool image = p->image && *p->image;
+	bool snap = p->snapshot_id && *p->snapshot_id;
+
+	if (image == snap) {
+		osb_error_set(err, 0, "", "%s",
+			      image ? "a sandbox is made from an image or "
+				      "from a snapshot, not both" :
+				      "an image or a snapshot is needed to "
+				      "create a sandbox");
 		return -EINVAL;
 	}
 	errno = 0;
@@ -150,7 +161,6 @@ int osb_sandbox_list(struct osb_client *c, const struct osb_list_params *p,
 {
 	struct http_response rs = { 0 };
 	struct buf q = { 0 }, md = { 0 };
-	char num[32];
 	int rc = 0;
 
 	for (size_t i = 0; !rc && p && p->states && p->states[i]; i++)
@@ -169,14 +179,8 @@ int osb_sandbox_list(struct osb_client *c, const struct osb_list_params *p,
 	}
 	if (!rc && md.len)
 		rc = query_add(&q, "metadata", md.data);
-	if (!rc && p && p->page > 0) {
-		snprintf(num, sizeof(num), "%d", p->page);
-		rc = query_add(&q, "page", num);
-	}
-	if (!rc && p && p->page_size > 0) {
-		snprintf(num, sizeof(num), "%d", p->page_size);
-		rc = query_add(&q, "pageSize", num);
-	}
+	if (!rc && p)
+		rc = lifecycle_query_page(&q, p->page, p->page_size);
 	if (!rc)
 		rc = lifecycle_call(c, "GET", "/v1/sandboxes", q.data, NULL,
 				    HTTP_RETRY_IDEMPOTENT, &rs, err);
@@ -192,26 +196,49 @@ int osb_sandbox_list(struct osb_client *c, const struct osb_list_params *p,
 	return rc;
 }
 
+int lifecycle_query_page(struct buf *q, int page, int page_size)
+{
+	char num[32];
+	int rc = 0;
+
+	if (page > 0) {
+		snprintf(num, sizeof(num), "%d", page);
+		rc = query_add(q, "page", num);
+	}
+	if (!rc && page_size > 0) {
+		snprintf(num, sizeof(num), "%d", page_size);
+		rc = query_add(q, "pageSize", num);
+	}
+	return rc;
+}
+
+int lifecycle_delete(struct osb_client *c, const char *path,
+		     struct osb_error *err)
+{
+	struct http_response rs = { 0 };
+	int rc = lifecycle_call(c, "DELETE", path, NULL, NULL,
+				HTTP_RETRY_IDEMPOTENT, &rs, err);
+
+	/* an earlier attempt deleted it and its answer was lost */
+	if (rc == -ENOENT && rs.attempts > 1) {
+		osb_error_clear(err);
+		rc = 0;
+	}
+	http_response_release(&rs);
+	return rc;
+}
+
 int osb_sandbox_delete(struct osb_client *c, const char *id,
 		       struct osb_error *err)
 {
-	struct http_response rs = { 0 };
 	struct buf path = { 0 };
 	int rc = bad_id(id, err);
 
 	if (!rc)
 		rc = sandbox_path(&path, id, NULL);
-	if (!rc) {
-		rc = lifecycle_call(c, "DELETE", path.data, NULL, NULL,
-				    HTTP_RETRY_IDEMPOTENT, &rs, err);
-		/* an earlier attempt deleted it and its answer was lost */
-		if (rc == -ENOENT && rs.attempts > 1) {
-			osb_error_clear(err);
-			rc = 0;
-		}
-	}
+	if (!rc)
+		rc = lifecycle_delete(c, path.data, err);
 	buf_release(&path);
-	http_response_release(&rs);
 	return rc;
 }
 

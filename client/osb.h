@@ -297,10 +297,11 @@ void osb_kvlist_release(struct osb_kvlist *l);
 
 struct osb_sandbox_info {
 	char *id;
-	char *state;   /* Pending, Running, Paused, Failed, Terminated... */
-	char *reason;  /* may be NULL */
-	char *message; /* may be NULL */
-	char *image;   /* may be NULL */
+	char *state;       /* Pending, Running, Paused, Failed, Terminated... */
+	char *reason;      /* may be NULL */
+	char *message;     /* may be NULL */
+	char *image;       /* may be NULL */
+	char *snapshot_id; /* the snapshot it was made from, or NULL */
 	struct osb_kvlist metadata;
 	char **entrypoint; /* NULL-terminated, may be NULL */
 	time_t created_at;
@@ -310,7 +311,8 @@ struct osb_sandbox_info {
 void osb_sandbox_info_release(struct osb_sandbox_info *info);
 
 struct osb_create_params {
-	const char *image; /* required */
+	const char *image;       /* this, or: */
+	const char *snapshot_id; /* a Ready snapshot's files (no image) */
 	const char *const
 		*entrypoint; /* NULL-terminated; NULL = tail -f /dev/null */
 	long timeout_s;      /* TTL; <= 0 = never expires */
@@ -376,6 +378,66 @@ int osb_sandbox_renew(struct osb_client *c, const char *id, time_t expires_at,
 int osb_sandbox_wait_running(struct osb_client *c, const char *id,
 			     long timeout_ms, struct osb_sandbox_info *ret,
 			     struct osb_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Snapshots (docs/SERVER.md §2.10) */
+
+struct osb_snapshot {
+	char *id;
+	char *sandbox_id; /* its source; may be NULL */
+	char *name;       /* may be NULL */
+	char *state;      /* Creating, Ready, Failed, Deleting, or newer */
+	char *reason;     /* may be NULL */
+	char *message;    /* may be NULL */
+	struct timespec created;
+	struct timespec last_transition; /* zero when the server gave none */
+};
+void osb_snapshot_release(struct osb_snapshot *s);
+
+/*
+ * osb_snapshot_create() - asks for a snapshot of sandbox @sandbox_id,
+ * named @name (NULL: none); *ret is the new snapshot, usually Creating:
+ * poll osb_snapshot_get() until it is not. Not resent once it may have
+ * arrived (a repeat makes a second snapshot): after a lost answer, list by
+ * sandbox and name. -ENOENT: no such sandbox; -EBUSY: it is not Running;
+ * -EOPNOTSUPP: the server has no snapshots (Docker).
+ */
+int osb_snapshot_create(struct osb_client *c, const char *sandbox_id,
+			const char *name, struct osb_snapshot *ret,
+			struct osb_error *err);
+/* -ENOENT: no such snapshot. */
+int osb_snapshot_get(struct osb_client *c, const char *id,
+		     struct osb_snapshot *ret, struct osb_error *err);
+
+struct osb_snapshot_list_params {
+	const char *sandbox_id;    /* NULL: any */
+	const char *name;          /* NULL: any */
+	const char *const *states; /* NULL-terminated or NULL; any matches */
+	int page;                  /* 0 = 1 */
+	int page_size;             /* 0 = 20; max 200 */
+};
+
+/* A list answer's page: which, how many a page, how many in all. */
+struct osb_page {
+	int page, page_size, total_pages;
+	long total_items;
+	bool has_next;
+};
+
+struct osb_snapshot_list {
+	struct osb_snapshot *items; /* newest first */
+	size_t n;
+	struct osb_page pg;
+};
+int osb_snapshot_list(struct osb_client *c,
+		      const struct osb_snapshot_list_params *p,
+		      struct osb_snapshot_list *ret, struct osb_error *err);
+void osb_snapshot_list_release(struct osb_snapshot_list *l);
+
+/* -EBUSY while it is Creating; after a lost answer, the repeat's 404
+ * counts as done. */
+int osb_snapshot_delete(struct osb_client *c, const char *id,
+			struct osb_error *err);
 
 struct osb_endpoint {
 	char *url; /* scheme://endpoint, no trailing '/' */

@@ -199,6 +199,22 @@ int http_call(struct osb_client *c, const struct http_request *rq,
 /* Backoff before attempt @attempt (1-based), with jitter. */
 long http_backoff_ms(const struct osb_client *c, int attempt);
 
+/* ---- lifecycle.c ---- */
+
+/* 0 when @id may be a sandbox or snapshot id (not empty, no '/'), else
+ * -EINVAL with a message naming @what. */
+int lifecycle_bad_id(const char *id, const char *what, struct osb_error *err);
+/* http_call() on the lifecycle server; @body is JSON or NULL. */
+int lifecycle_call(struct osb_client *c, const char *method, const char *path,
+		   const char *query, const char *body, enum http_retry retry,
+		   struct http_response *rs, struct osb_error *err);
+
+/* Adds "page" and "pageSize" to query @q, each when > 0. */
+int lifecycle_query_page(struct buf *q, int page, int page_size);
+/* DELETE @path, retried; a 404 after a lost answer counts as done. */
+int lifecycle_delete(struct osb_client *c, const char *path,
+		     struct osb_error *err);
+
 /* ---- json.c ---- */
 
 /* Error bodies: {"code","message"}, {"error":...}, FastAPI {"detail":..}. */
@@ -244,6 +260,10 @@ int json_sandbox(const char *body, size_t len, struct osb_sandbox_info *ret);
 int json_sandbox_list(const char *body, size_t len,
 		      struct osb_sandbox_list *ret);
 char *json_create_request(const struct osb_create_params *p);
+int json_snapshot(const char *body, size_t len, struct osb_snapshot *ret);
+int json_snapshot_list(const char *body, size_t len,
+		       struct osb_snapshot_list *ret);
+char *json_snapshot_request(const char *name); /* {"name":..} or {} */
 char *json_renew_request(time_t expires_at);
 int json_renew_response(const char *body, size_t len, time_t *ret);
 int json_metrics(const char *body, size_t len, struct osb_metrics *ret);

@@ -2,7 +2,8 @@
  * test_json.c - the streamed reader of FileInfo arrays (json.c): the same
  * entries whatever the cut of the body into pieces, strings that hold
  * braces and escaped quotes, and the answers it must refuse; and the
- * egress policy a written policy becomes (json_policy).
+ * egress policy a written policy becomes (json_policy); snapshots, their
+ * list and the requests that make them and restore one.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -231,8 +232,81 @@ static void test_metrics(void)
 	      "an error that is not a text");
 }
 
+/* A snapshot's answers: every field, the optional ones absent, a state
+ * this client does not know, and the shapes it must refuse. */
+static void test_snapshots(void)
+{
+	static const char one[] =
+		"{\"id\":\"s1\",\"sandboxId\":\"b1\",\"name\":\"pre\","
+		"\"status\":{\"state\":\"Failed\",\"reason\":\"snapshot_"
+		"capture_failed\",\"message\":\"no space\","
+		"\"lastTransitionAt\":\"2026-01-02T03:04:05.5Z\"},"
+		"\"createdAt\":\"2026-01-02T03:04:04.25Z\"}";
+	static const char list[] =
+		"{\"items\":[{\"id\":\"s2\",\"sandboxId\":\"b1\","
+		"\"status\":{\"state\":\"Archived\"},\"createdAt\":\"x\"},"
+		"{\"id\":\"s1\",\"status\":{\"state\":\"Ready\"}}],"
+		"\"pagination\":{\"page\":2,\"pageSize\":2,\"totalItems\":5,"
+		"\"totalPages\":3,\"hasNextPage\":true}}";
+	static const char *const bad[] = {
+		"[]",
+		"{\"id\":\"s\"}",
+		"{\"id\":1,\"status\":{\"state\":\"Ready\"}}",
+		"{\"id\":\"s\",\"status\":{\"state\":7}}",
+		"{\"id\":\"s\"",
+	};
+	struct osb_snapshot s;
+	struct osb_snapshot_list l;
+
+	CHECK(json_snapshot(one, strlen(one), &s) == 0, "one snapshot");
+	CHECK(!strcmp(s.id, "s1") && !strcmp(s.sandbox_id, "b1") &&
+		      !strcmp(s.name, "pre") && !strcmp(s.state, "Failed") &&
+		      !strcmp(s.reason, "snapshot_capture_failed") &&
+		      !strcmp(s.message, "no space"),
+	      "its strings");
+	CHECK(s.created.tv_sec == 1767323044 &&
+		      s.created.tv_nsec == 250000000 &&
+		      s.last_transition.tv_sec == 1767323045,
+	      "its times: %lld %ld", (long long)s.created.tv_sec,
+	      s.created.tv_nsec);
+	osb_snapshot_release(&s);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(json_snapshot(bad[i], strlen(bad[i]), &s) == -EPROTO,
+		      "refused: %s", bad[i]);
+
+	CHECK(json_snapshot_list(list, strlen(list), &l) == 0, "a list");
+	CHECK(l.n == 2 && !strcmp(l.items[0].state, "Archived") &&
+		      !l.items[1].sandbox_id && !l.items[1].name &&
+		      !l.items[1].created.tv_sec,
+	      "its items");
+	CHECK(l.pg.page == 2 && l.pg.page_size == 2 && l.pg.total_items == 5 &&
+		      l.pg.total_pages == 3 && l.pg.has_next,
+	      "its pagination");
+	osb_snapshot_list_release(&l);
+	static const char bad_item[] = "{\"items\":[{}]}";
+	CHECK(json_snapshot_list(bad_item, strlen(bad_item), &l) == -EPROTO &&
+		      !l.items && !l.n,
+	      "a list with a bad item");
+
+	char *body = json_snapshot_request("a \"b\"");
+	CHECK(body && !strcmp(body, "{\"name\":\"a \\\"b\\\"\"}"), "named: %s",
+	      body);
+	free(body);
+	body = json_snapshot_request(NULL);
+	CHECK(body && !strcmp(body, "{}"), "unnamed: %s", body);
+	free(body);
+
+	struct osb_create_params p = { .snapshot_id = "s1" };
+	body = json_create_request(&p);
+	CHECK(body && strstr(body, "\"snapshotId\":\"s1\"") &&
+		      !strstr(body, "\"image\""),
+	      "a sandbox from a snapshot: %s", body);
+	free(body);
+}
+
 int main(void)
 {
+	test_snapshots();
 	test_policy();
 	test_metrics();
 	test_pieces();

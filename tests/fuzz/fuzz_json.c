@@ -61,15 +61,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		listing(body, len, (which >> 4) + 1, which & 0x80 ? 3 : 0);
 		break;
 	case 3: {
+		/* a sandbox, or a snapshot: objects of the same server */
 		struct osb_sandbox_info info;
+		struct osb_snapshot snap;
 		if (json_sandbox(body, len, &info) == 0)
 			osb_sandbox_info_release(&info);
+		if (json_snapshot(body, len, &snap) == 0)
+			osb_snapshot_release(&snap);
 		break;
 	}
 	case 4: {
 		struct osb_sandbox_list l;
+		struct osb_snapshot_list sl;
 		if (json_sandbox_list(body, len, &l) == 0)
 			osb_sandbox_list_release(&l);
+		if (json_snapshot_list(body, len, &sl) == 0)
+			osb_snapshot_list_release(&sl);
 		break;
 	}
 	case 5: {

@@ -3,7 +3,7 @@
 // asserted; the first failure exits non-zero with a message naming the step.
 //
 // usage: node fidelity.mjs DOMAIN API_KEY      (DOMAIN = 127.0.0.1:PORT)
-import { ConnectionConfig, Sandbox } from "@alibaba-group/opensandbox";
+import { ConnectionConfig, Sandbox, SandboxManager } from "@alibaba-group/opensandbox";
 import { createExecdClient } from "@alibaba-group/opensandbox/internal";
 
 const [domain, apiKey] = process.argv.slice(2);
@@ -65,6 +65,35 @@ async function main() {
     eq(Array.from(await sbx.files.readBytes("/workspace/fid/b.bin")), [0, 1, 2, 255], "bytes content");
     eq(await sbx.files.readFile("/workspace/fid/a.txt", { range: "bytes=6-13" }), "fidelity", "range read");
     log("readFile / readBytes / range");
+
+    step = "snapshots";
+    const mgr = SandboxManager.create({ connectionConfig });
+    const snap = await mgr.createSnapshot(sbx.id, { name: "fid-snap" });
+    eq([snap.sandboxId, snap.name, snap.status.state], [sbx.id, "fid-snap", "Creating"], "created snapshot");
+    truthy(snap.createdAt instanceof Date, "createdAt is a Date");
+    let sinfo;
+    for (let i = 0; i < 300; i++) {
+      sinfo = await mgr.getSnapshot(snap.id);
+      if (sinfo.status.state !== "Creating") break;
+      await sleep(100);
+    }
+    eq(sinfo.status.state, "Ready", "snapshot state");
+    truthy(sinfo.status.lastTransitionAt instanceof Date, "lastTransitionAt is a Date");
+    const slist = await mgr.listSnapshots({ sandboxId: sbx.id, states: ["Ready"], name: "fid-snap" });
+    eq(slist.items.map((s) => s.id), [snap.id], "listSnapshots by sandbox, state and name");
+    eq(slist.pagination.totalItems, 1, "totalItems");
+    const fork = await Sandbox.create({ connectionConfig, snapshotId: snap.id, timeoutSeconds: 600, readyTimeoutSeconds: 30 });
+    try {
+      eq(await fork.files.readFile("/workspace/fid/a.txt"), "hello fidelity\n", "restored file");
+      eq((await fork.getInfo()).snapshotId, snap.id, "getInfo snapshotId");
+    } finally {
+      await fork.kill();
+      await fork.close();
+    }
+    await mgr.deleteSnapshot(snap.id);
+    eq(await mgr.getSnapshot(snap.id).catch((e) => e.constructor.name), "SandboxApiException", "deleted snapshot");
+    await mgr.close();
+    log("createSnapshot / getSnapshot / listSnapshots / Sandbox.create from it / deleteSnapshot");
 
     step = "getFileInfo";
     const fi = await sbx.files.getFileInfo(["/workspace/fid/a.txt"]);

@@ -17,11 +17,13 @@ sandbox, GET /_admin/sandboxes/ID describes it; POST
 /_admin/sandboxes/ID/listing {"path": DIR, "names_hex": [HEX, ...]} makes the
 next /directories/list of DIR also hold those names, byte for byte (an empty
 name, ".", "..", invalid UTF-8: what a hostile sandbox could answer).
+GET /_admin/snapshots shows the snapshot switches, POST sets them
+({"supported", "hold", "fail"}: osblocal/snapshots.py).
 
 Egress policy is stored and reported, not enforced.  Command, session and
 code-context records live in memory: a restart forgets them (as an execd
-restart does); sandboxes, their files, metadata and state persist in
---data-dir.
+restart does); sandboxes, their files, metadata and state, and snapshots
+persist in --data-dir.
 """
 
 import argparse
@@ -63,6 +65,10 @@ def parse_args(argv=None):
     p.add_argument("--new-execd-ports", action="store_true",
                    help="at start, every sandbox's execd listens on a new port, never the one it had (as a "
                         "restarted Docker host maps ports anew): the endpoints the lifecycle API gives change")
+    p.add_argument("--no-snapshots", action="store_true",
+                   help="answer as a runtime without snapshots (Docker): creating one is 501 "
+                        "SNAPSHOT::NOT_IMPLEMENTED, a sandbox from one 400 SANDBOX::API_NOT_SUPPORTED "
+                        "(also switched by POST /_admin/snapshots {\"supported\": false})")
     p.add_argument("--verbose", action="store_true", help="log one line per request to stderr")
     a = p.parse_args(argv)
     if bool(a.tls_cert) != bool(a.tls_key):

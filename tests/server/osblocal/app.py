@@ -14,6 +14,7 @@ from .httpbase import Server
 from .lifecycle import LifecycleHandler
 from .sandbox import Sandbox
 from .sandboxfs import empty_trash
+from .snapshots import Snapshots
 from .util import uuid_id
 
 
@@ -54,6 +55,7 @@ class App:
             self.ssl_ctx = ctx
         self.lock = threading.RLock()
         self.sandboxes = {}
+        self.snapshots = Snapshots(self, supported=not args.no_snapshots)
         self.main = None
 
     def log_prefix(self, handler):
@@ -68,6 +70,7 @@ class App:
         trash = os.path.join(self.data_dir, "trash")
         if os.path.isdir(trash):
             empty_trash(trash)  # left by a server that was killed
+        self.snapshots.load()
         now = time.time()
         for sid in sorted(os.listdir(root)):
             p = os.path.join(root, sid, "record.json")
@@ -101,14 +104,16 @@ class App:
 
     # -- sandboxes ---------------------------------------------------------------------------
 
-    def create_sandbox(self, body, timeout, md, np_, pol):
-        """A sandbox's record from a valid create request."""
+    def create_sandbox(self, body, timeout, md, np_, pol, snap_id=None):
+        """A sandbox's record from a valid create request; with @snap_id,
+        its files are those of that snapshot (checked Ready)."""
         now = time.time()
         img = body.get("image") or {}
         rec = {
             "id": uuid_id(),
-            "image": {"uri": img.get("uri")},
-            "entrypoint": body.get("entrypoint"),
+            "image": {"uri": img.get("uri")} if snap_id is None else None,
+            "snapshotId": snap_id,
+            "entrypoint": body.get("entrypoint") or (["tail", "-f", "/dev/null"] if snap_id else None),
             "env": body.get("env") or {},
             "metadata": dict(md),
             "timeout": timeout,
@@ -133,7 +138,8 @@ class App:
         rec["state"] = state
         rec["reason"], rec["message"] = REASONS[state]
         rec["lastTransitionAt"] = now
-        sb = Sandbox.create(self, rec)
+        seed = (lambda fs: self.snapshots.restore(snap_id, fs)) if snap_id else None
+        sb = Sandbox.create(self, rec, seed)
         with self.lock:
             self.sandboxes[rec["id"]] = sb
         return sb

@@ -20,6 +20,7 @@ from .egress import normalize_policy
 from .faults import parse_rule
 from .httpbase import Handler, Route
 from .proxy import UpstreamError, forward
+from .snapshots import SnapshotError
 from .util import iso_time
 
 _EXEMPT_PREFIX = ("/health", "/docs", "/redoc", "/openapi.json")
@@ -61,6 +62,8 @@ def sandbox_json(sb, create=False):
         return d
     if r.get("image"):
         d["image"] = {"uri": r["image"]["uri"]}
+    if r.get("snapshotId"):
+        d["snapshotId"] = r["snapshotId"]
     if r.get("platform"):
         d["platform"] = r["platform"]
     d["status"] = status
@@ -68,6 +71,21 @@ def sandbox_json(sb, create=False):
     d["entrypoint"] = r.get("entrypoint")
     if r.get("expiresAt") is not None:
         d["expiresAt"] = iso_time(r["expiresAt"])
+    d["createdAt"] = iso_time(r["createdAt"])
+    return d
+
+
+def snapshot_json(r):
+    """A Snapshot as the API gives it (None fields left out)."""
+    status = {"state": r["state"]}
+    for k in ("reason", "message"):
+        if r.get(k):
+            status[k] = r[k]
+    status["lastTransitionAt"] = iso_time(r["lastTransitionAt"])
+    d = {"id": r["id"], "sandboxId": r["sandboxId"]}
+    if r.get("name") is not None:
+        d["name"] = r["name"]
+    d["status"] = status
     d["createdAt"] = iso_time(r["createdAt"])
     return d
 
@@ -163,10 +181,24 @@ class LifecycleHandler(Handler):
                 if method != want:
                     return Route(t + "/" + rest[0], self.method_not_allowed)
                 return Route(t + "/" + rest[0], fn, {"sid": sid}, sid=sid)
+            if len(rest) == 1 and rest[0] == "snapshots":
+                if method != "POST":
+                    return Route(t + "/snapshots", self.method_not_allowed)
+                return Route(t + "/snapshots", self.snapshot_create, {"sid": sid}, sid=sid)
             if len(rest) == 2 and rest[0] == "endpoints":
                 if method != "GET":
                     return Route(t + "/endpoints/{port}", self.method_not_allowed)
                 return Route(t + "/endpoints/{port}", self.endpoint, {"sid": sid, "port": rest[1]}, sid=sid)
+        if p in ("/snapshots", "/snapshots/"):
+            if method != "GET":
+                return Route(pre + "/snapshots", self.method_not_allowed)
+            return Route(pre + "/snapshots", self.snapshot_list)
+        if len(parts) == 3 and parts[1] == "snapshots" and parts[2]:
+            t = pre + "/snapshots/{snapshotId}"
+            fn = {"GET": self.snapshot_get, "DELETE": self.snapshot_delete}.get(method)
+            if fn is None:
+                return Route(t, self.method_not_allowed)
+            return Route(t, fn, {"snap_id": parts[2]})
         return None
 
     def method_not_allowed(self):
@@ -205,8 +237,12 @@ class LifecycleHandler(Handler):
             if app.max_timeout is not None and timeout > app.max_timeout:
                 return api_error(self, 400, "SANDBOX::INVALID_PARAMETER",
                                  "Sandbox timeout %ds exceeds the configured maximum of %ds." % (timeout, app.max_timeout))
-        if (body.get("snapshotId") or body.get("snapshot_id") or "").strip():
-            return api_error(self, 400, "SANDBOX::API_NOT_SUPPORTED", "Snapshots are not supported by this runtime.")
+        snap_id = (body.get("snapshotId") or body.get("snapshot_id") or "").strip() or None
+        if snap_id is not None:
+            try:
+                app.snapshots.check_restore(snap_id)
+            except SnapshotError as e:
+                return api_error(self, e.status, e.code, e.message)
         if body.get("secureAccess") or body.get("secure_access"):
             return api_error(self, 400, "SANDBOX::INVALID_PARAMETER",
                              "secureAccess is only supported for Kubernetes sandboxes in gateway mode.")
@@ -221,7 +257,13 @@ class LifecycleHandler(Handler):
                 pol = normalize_policy(np_)
             except ValueError as e:
                 return api_error(self, 400, "SANDBOX::INVALID_PARAMETER", "Invalid networkPolicy: %s" % e)
-        sb = app.create_sandbox(body, timeout, md, np_, pol)
+        try:
+            sb = app.create_sandbox(body, timeout, md, np_, pol, snap_id)
+        except SnapshotError as e:
+            return api_error(self, e.status, e.code, e.message)
+        except OSError as e:
+            return api_error(self, 500, "DOCKER::SANDBOX_START_FAILED",
+                             "Restoring snapshot %s failed: %s" % (snap_id, e))
         self.send_json(202, sandbox_json(sb, create=True))
 
     def list(self):
@@ -250,10 +292,15 @@ class LifecycleHandler(Handler):
                 continue
             items.append(sb)
         items.sort(key=lambda s: s.rec["createdAt"], reverse=True)
+        self.send_page(items, page, size, sandbox_json)
+
+    def send_page(self, items, page, size, to_json):
+        """Page @page of @items (newest first), @size a page, as a list
+        answer: {"items", "pagination"}."""
         total = len(items)
         pages = math.ceil(total / size) if total else 0
         chunk = items[(page - 1) * size: page * size]
-        self.send_json(200, {"items": [sandbox_json(s) for s in chunk],
+        self.send_json(200, {"items": [to_json(x) for x in chunk],
                              "pagination": {"page": page, "pageSize": size, "totalItems": total,
                                             "totalPages": pages, "hasNextPage": page < pages}})
 
@@ -363,6 +410,74 @@ class LifecycleHandler(Handler):
             sb.save()
         self.send_json(200, sandbox_json(sb))
 
+    # -- snapshots --------------------------------------------------------------------
+
+    def _snapshot_body(self):
+        """(ok, name) of a create-snapshot body (optional; {"name"} only);
+        on failure a 422 has been sent."""
+        raw = self.body.read_limited(1 << 20)
+        if not raw.strip():
+            return True, None
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            unprocessable(self, [V.err("json_invalid", ("body", getattr(e, "pos", 0) or 0), "JSON decode error",
+                                       {}, {"error": getattr(e, "msg", "Invalid JSON")})])
+            return False, None
+        if body is None:
+            return True, None
+        errors = []
+        if not V.model_attrs(body, ("body",), errors):
+            return unprocessable(self, errors), None
+        for k, v in body.items():
+            if k != "name":
+                errors.append(V.err("extra_forbidden", ("body", k), "Extra inputs are not permitted", v))
+        name = body.get("name")
+        if name is not None and V.check_str(name, ("body", "name"), errors) and len(name) < 1:
+            errors.append(V.err("string_too_short", ("body", "name"), "String should have at least 1 character",
+                                name, {"min_length": 1}))
+        if errors:
+            return unprocessable(self, errors), None
+        return True, name
+
+    def snapshot_create(self, sid):
+        app = self.server.app
+        ok, name = self._snapshot_body()
+        if not ok:
+            return
+        sb = self._sb(sid)
+        if sb is None:
+            return not_found_sandbox(self, sid)
+        try:
+            rec = app.snapshots.create(sb, name)
+        except SnapshotError as e:
+            return api_error(self, e.status, e.code, e.message)
+        self.send_json(202, snapshot_json(rec), headers=[("Location", "/v1/snapshots/%s" % rec["id"])])
+
+    def snapshot_list(self):
+        errors = []
+        page = self._qint("page", 1, 1, None, errors)
+        size = self._qint("pageSize", 20, 1, 200, errors)
+        if errors:
+            return unprocessable(self, errors)
+        sbid, name = self.qall("sandboxId"), self.qall("name")
+        recs = self.server.app.snapshots.list(sbid[-1] if sbid else None, name[-1] if name else None,
+                                              set(self.qall("state")))
+        self.send_page(recs, page, size, snapshot_json)
+
+    def snapshot_get(self, snap_id):
+        try:
+            self.send_json(200, snapshot_json(self.server.app.snapshots.get(snap_id)))
+        except SnapshotError as e:
+            api_error(self, e.status, e.code, e.message)
+
+    def snapshot_delete(self, snap_id):
+        try:
+            self.server.app.snapshots.delete(snap_id)
+        except SnapshotError as e:
+            return api_error(self, e.status, e.code, e.message)
+        self.send_bytes(204, b"")
+
     def endpoint(self, sid, port):
         app = self.server.app
         if not re.fullmatch(r"[+-]?\d+", port):
@@ -433,6 +548,8 @@ class LifecycleHandler(Handler):
                 return Route("/_admin/faults", lambda: self.send_json(200, self.server.app.faults.to_json()))
         if path == "/_admin/stats" and method == "GET":
             return Route("/_admin/stats", lambda: self.send_json(200, self.server.app.stats.to_json()))
+        if path == "/_admin/snapshots" and method in ("GET", "POST"):
+            return Route("/_admin/snapshots", self.admin_snapshots)
         if path == "/_admin/stats/reset" and method == "POST":
             return Route("/_admin/stats/reset", self.admin_reset_stats)
         if len(parts) == 5 and parts[2] == "sandboxes" and method == "POST" and parts[4] in ("state", "expire"):
@@ -468,6 +585,17 @@ class LifecycleHandler(Handler):
     def admin_clear_faults(self):
         self.server.app.faults.clear()
         self.send_json(200, {"ok": True})
+
+    def admin_snapshots(self):
+        snaps = self.server.app.snapshots
+        if self.command == "GET":
+            return self.send_json(200, snaps.settings())
+        body = self._admin_body()
+        if body is None:
+            return
+        if not isinstance(body, dict) or not set(body) <= {"supported", "hold", "fail"}:
+            return self.send_json(400, {"error": "want {\"supported\", \"hold\", \"fail\": BOOL}"})
+        self.send_json(200, snaps.configure(body))
 
     def admin_reset_stats(self):
         self.server.app.stats.reset()

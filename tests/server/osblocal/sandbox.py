@@ -224,9 +224,18 @@ class Sandbox:
     # -- creation / destruction ------------------------------------------------------------
 
     @classmethod
-    def create(cls, app, rec):
+    def create(cls, app, rec, seed=None):
+        """A new sandbox; seed(fs), when given, fills its filesystem before
+        the overlays are mounted (a restore from a snapshot).  A seed's
+        failure removes what was made and is raised again."""
         sb = cls(app, rec)
         sb.fs.create()
+        if seed is not None:
+            try:
+                seed(sb.fs)
+            except Exception:
+                sb.fs.remove()
+                raise
         sb.fs.mount_sys()
         if rec.get("networkPolicy") is not None:
             rec["egressToken"] = secrets.token_hex(16)
