@@ -26,8 +26,8 @@
 #include "xattr_log.h"
 
 #define HEADER "osbfs-xattrs 1\n"
-/* a line longer than the longest record is not one */
-#define LINE_MAX_BYTES (2 * (XATTR_VALUE_MAX + XATTR_NAME_LEN_MAX + 16384) + 64)
+/* a line longer than this is no record of ours */
+#define LINE_MAX_BYTES (4 << 20)
 
 static uint64_t fnv(const char *s, size_t n)
 {
