@@ -184,6 +184,8 @@ static int apply_set(struct xattrs *x, const char *path, const char *name,
 			e->v = nv;
 		if (!nv || !copy) {
 			free(copy);
+			if (!e->n) /* made above: it goes again */
+				ent_remove(x, slot_of(x, path));
 			return -ENOMEM;
 		}
 		v = &e->v[e->n++];
@@ -533,9 +535,12 @@ int xattrs_set(struct xattrs *x, const char *path, const char *name,
 		struct xlog_rec r = rec(XLOG_SET, path, name, copy, size);
 		rc = log_put(x, &r);
 	}
-	if (!rc)
-		rc = apply_set(x, path, name, copy, size);
-	else
+	if (!rc && (rc = apply_set(x, path, name, copy, size)) != 0) {
+		/* only a new name can fail so (ENOMEM): its record goes too */
+		struct xlog_rec r = rec(XLOG_REMOVE, path, name, NULL, 0);
+		log_put(x, &r);
+	}
+	if (rc)
 		free(copy);
 	settle(x);
 	pthread_mutex_unlock(&x->lock);
