@@ -27,8 +27,9 @@
  *   6. the cache's lock (cache_i.h), with its condition variables
  *   7. leaves, under which nothing else is taken: fs->statfs_lock, the
  *      lifecycle's (life.c), the server watch's (watch.c), the kernel
- *      notifier's queue (notify.c), the background puller's (pull.c)
- *      and the log's (log.c)
+ *      notifier's queue (notify.c), the background puller's (pull.c),
+ *      the extended attributes' table's (xattr.c: only the log's is
+ *      taken under it) and the log's (log.c)
  *
  * js->lock and the locks 3 to 6 are never held together. Apart from 1
  * and 3, no lock is held across a request to the sandbox.
@@ -51,6 +52,7 @@ struct ctl;
 struct lifecycle;
 struct notifier;
 struct watch;
+struct xattrs;
 
 struct osbfs {
 	struct osbfs_options *opt;
@@ -66,6 +68,8 @@ struct osbfs {
 	struct lifecycle *life;
 	struct notifier *notifier;
 	struct watch *watch;
+	/* the user.* extended attributes the mount keeps (xattr.h) */
+	struct xattrs *xattrs;
 	uid_t uid; /* owner shown for every file */
 	gid_t gid;
 

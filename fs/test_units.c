@@ -5,14 +5,16 @@
  * symlink targets shown in the mount (linkmap.c), and the wrapper that
  * makes a command take effect at most once (remote.c, run with /bin/sh),
  * the names of the code contexts' records (code.c), the JSON strings of
- * the control files (ctl_text.c), and the escaping of what the log
- * writes (log.c).
+ * the control files (ctl_text.c), the escaping of what the log
+ * writes (log.c), and the extended attributes' table and its log
+ * (xattr.c).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "cache_i.h"
@@ -28,6 +30,7 @@
 #include "options.h"
 #include "remote.h"
 #include "writeback.h"
+#include "xattr.h"
 
 static int failures;
 
@@ -821,6 +824,88 @@ static void test_specials_parse(void)
 	rdent_array_free(d, n);
 }
 
+static bool listed_only_b(const char *name, void *arg)
+{
+	(void)arg;
+	return strcmp(name, "b") == 0;
+}
+
+/* Whether @path's @name reads @want ("" and NULL: has none). */
+static bool xval_is(struct xattrs *x, const char *path, const char *name,
+		    const char *want)
+{
+	char buf[64];
+	ssize_t n = xattrs_get(x, path, name, buf, sizeof(buf));
+	if (!want)
+		return n == -ENODATA;
+	return n == (ssize_t)strlen(want) && memcmp(buf, want, (size_t)n) == 0;
+}
+
+static void test_xattrs(void)
+{
+	char dir[] = "/tmp/osbfs-unit-XXXXXX", msg[256], path[300];
+	struct xattrs *x;
+	CHECK(mkdtemp(dir) != NULL);
+	CHECK(xattrs_open(&x, dir, 1 << 20, msg, sizeof(msg)) == 0);
+	CHECK(xattrs_empty(x));
+	CHECK(xattrs_set(x, "/w/d/f", "user.a", "1", 1, 0) == 0);
+	CHECK(xattrs_set(x, "/w/d/e/g", "user.a", "2", 1, 0) == 0);
+	CHECK(xattrs_set(x, "/w/d2", "user.a", "3", 1, 0) == 0);
+	CHECK(xattrs_set(x, "/w/d/f", "user.a", "x", 1, XATTR_CREATE) ==
+	      -EEXIST);
+	CHECK(xattrs_set(x, "/w/d/f", "user.b", "x", 1, XATTR_REPLACE) ==
+	      -ENODATA);
+	CHECK(xattrs_set(x, "/w/d/f", "user.b", "bb", 2, 0) == 0);
+	CHECK(xattrs_get(x, "/w/d/f", "user.b", NULL, 0) == 2);
+	CHECK(xattrs_get(x, "/w/d/f", "user.b", msg, 1) == -ERANGE);
+	CHECK(xattrs_list(x, "/w/d/f", NULL, 0) == 14);
+	/* a directory moves what is below it, not its namesake d2 */
+	xattrs_move(x, "/w/d", "/w/n");
+	CHECK(xval_is(x, "/w/n/f", "user.b", "bb"));
+	CHECK(xval_is(x, "/w/n/e/g", "user.a", "2"));
+	CHECK(xval_is(x, "/w/d/f", "user.a", NULL));
+	CHECK(xval_is(x, "/w/d2", "user.a", "3"));
+	/* a rename over: what was there goes */
+	CHECK(xattrs_set(x, "/w/o", "user.o", "o", 1, 0) == 0);
+	xattrs_move(x, "/w/d2", "/w/o");
+	CHECK(xval_is(x, "/w/o", "user.o", NULL) &&
+	      xval_is(x, "/w/o", "user.a", "3"));
+	/* a listing of /w/n with b only: f and e (and e/g) go */
+	CHECK(xattrs_set(x, "/w/n/b", "user.a", "b", 1, 0) == 0);
+	xattrs_keep_listed(x, "/w/n", listed_only_b, NULL);
+	CHECK(xval_is(x, "/w/n/f", "user.b", NULL));
+	CHECK(xval_is(x, "/w/n/e/g", "user.a", NULL));
+	CHECK(xval_is(x, "/w/n/b", "user.a", "b"));
+	CHECK(xattrs_remove(x, "/w/n/b", "user.a") == 0);
+	CHECK(xattrs_remove(x, "/w/n/b", "user.a") == -ENODATA);
+	CHECK(xattrs_set(x, "/w/z/y", "user.a", "y", 1, 0) == 0);
+	xattrs_drop(x, "/w/z");
+	CHECK(xval_is(x, "/w/z/y", "user.a", NULL));
+	/* the cap */
+	char big[40000] = { 0 };
+	CHECK(xattrs_set(x, "/w/o", "user.big", big, sizeof(big), 0) == 0);
+	xattrs_close(x);
+	CHECK(xattrs_open(&x, dir, 50000, msg, sizeof(msg)) == 0);
+	CHECK(xattrs_get(x, "/w/o", "user.big", NULL, 0) == sizeof(big));
+	CHECK(xattrs_set(x, "/w/o", "user.big2", big, sizeof(big), 0) ==
+	      -ENOSPC);
+	xattrs_close(x);
+	/* replayed after a "crash": a torn line and a damaged one skipped */
+	snprintf(path, sizeof(path), "%s/xattrs", dir);
+	FILE *f = fopen(path, "a");
+	CHECK(f != NULL);
+	fputs("D 2f772f6f 0123456789abcdef\nD 2f772f", f);
+	fclose(f);
+	CHECK(xattrs_open(&x, dir, 1 << 20, msg, sizeof(msg)) == 0);
+	CHECK(xval_is(x, "/w/o", "user.a", "3"));
+	CHECK(!xattrs_empty(x));
+	xattrs_drop(x, "/");
+	CHECK(xattrs_empty(x));
+	xattrs_close(x);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	test_hex();
@@ -839,6 +924,7 @@ int main(void)
 	test_log_escapes();
 	test_conflict_names();
 	test_specials_parse();
+	test_xattrs();
 	if (failures) {
 		fprintf(stderr, "%d failures\n", failures);
 		return 1;

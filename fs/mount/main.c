@@ -32,6 +32,7 @@
 #include "umount.h"
 #include "watch.h"
 #include "writeback.h"
+#include "xattr.h"
 
 #define MOUNTED_RETRIES 8
 
@@ -262,6 +263,12 @@ int main(int argc, char **argv)
 		log_stderr("osbfs: %s", msg[0] ? msg : strerror(-rc));
 		goto out;
 	}
+	rc = xattrs_open(&fs.xattrs, cache_dir(fs.cache), opt.xattr_max_size,
+			 msg, sizeof(msg));
+	if (rc) {
+		log_stderr("osbfs: %s", msg);
+		goto out;
+	}
 	fs.nodes.on_free = cache_detach;
 	fs.nodes.on_free_arg = fs.cache;
 	fs.nodes.root->attr.type = OSB_DIR;
@@ -382,6 +389,7 @@ out:
 	life_release(&fs);
 	if (fs.nodes.by_ino)
 		node_table_release(&fs.nodes);
+	xattrs_close(fs.xattrs);
 	cache_release(fs.cache);
 	watch_release(&fs);
 	holder_release(&holder); /* the last: the cache dir is free */

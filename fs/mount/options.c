@@ -112,6 +112,8 @@ static const struct opt_def table[] = {
 	  "upload this long after the last close" },
 	{ "cache_max_size", OPT_SIZE, O(cache_max_size), "10G",
 	  "cap on cached (clean) file data" },
+	{ "xattr_max_size", OPT_SIZE, O(xattr_max_size), "16M",
+	  "cap on the user.* extended attributes the mount keeps" },
 	{ "control_dir", OPT_STR, O(control_dir), ".osb",
 	  "name of the control tree" },
 	/* symlinks */

@@ -60,6 +60,7 @@ struct osbfs_options {
 	long negative_timeout_ms;
 	long writeback_delay_ms;
 	int64_t cache_max_size;
+	int64_t xattr_max_size;
 	char *control_dir; /* name of the control tree */
 
 	/* symlinks: "safe" shows targets mapped into the mount (linkmap.h),

@@ -28,6 +28,7 @@
 #include "ops.h"
 #include "special.h"
 #include "watch.h"
+#include "xattr.h"
 
 /* The levels one listing asks for, and the entries it takes at most. */
 #define WALK_DEPTH 32
@@ -81,6 +82,34 @@ static int begin(struct walk *w, struct node *d)
 	return 0;
 }
 
+struct kept {
+	struct walk *w;
+	struct node *d;
+};
+
+/* Whether @name of the listed directory is in its listing, or as a change
+ * of ours made it (nodes lock held). */
+static bool still_listed(const char *name, void *arg)
+{
+	struct kept *k = arg;
+	struct node *c = node_child(&k->w->fs->nodes, k->d, name);
+	return c && (c->listed_gen == k->d->list_gen || raced(k->w, c));
+}
+
+/* The extended attributes of @d's children that its listing did not have
+ * go, also of names no node stands for (kept from an earlier mount). */
+static void xattrs_listed(struct walk *w, struct node *d)
+{
+	struct osbfs *fs = w->fs;
+	if (w->ours || xattrs_empty(fs->xattrs))
+		return;
+	char *path = node_path(&fs->nodes, d);
+	struct kept k = { w, d };
+	if (path)
+		xattrs_keep_listed(fs->xattrs, path, still_listed, &k);
+	free(path);
+}
+
 /* Ends @d's listing: children it did not have are gone (nodes lock). */
 static void finish(struct walk *w, struct node *d)
 {
@@ -107,6 +136,8 @@ static void finish(struct walk *w, struct node *d)
 			c->neg_expiry = w->now + fs->opt->negative_timeout_ms;
 		}
 	}
+	if (!r)
+		xattrs_listed(w, d);
 	/* a change of ours raced the listing: use it once, keep it not */
 	d->list_valid = !r;
 	d->list_expiry = w->now + fs->opt->dir_timeout_ms;
@@ -275,10 +306,12 @@ static int fetch(struct osbfs *fs, struct held *h, int depth)
 	if (rc) {
 		if (rc == -ENOENT) {
 			pthread_mutex_lock(&fs->nodes.lock);
-			if (!raced(&w, d) && d != fs->nodes.root)
+			if (!raced(&w, d) && d != fs->nodes.root) {
 				node_set_negative(
 					d,
 					w.asked + fs->opt->negative_timeout_ms);
+				xattr_name_gone(fs, d);
+			}
 			pthread_mutex_unlock(&fs->nodes.lock);
 		}
 		return rc;

@@ -380,6 +380,7 @@ static int attr_get(struct osbfs *fs, struct held *h, struct fattr *ret,
 		     h->n->change_gen != own;
 	if (rc == -ENOENT && !raced && !node_has_local(fs, h->n)) {
 		node_set_negative(h->n, now + fs->opt->negative_timeout_ms);
+		xattr_name_gone(fs, h->n);
 	} else if (!rc && !raced && !node_has_local(fs, h->n)) {
 		special_take(h->n, &a, asked);
 		node_set_attr(h->n, &a, mono_ms() + fs->opt->attr_timeout_ms);
@@ -872,5 +873,6 @@ struct fuse_lowlevel_ops osbfs_make_ops(void)
 	struct fuse_lowlevel_ops ops = make_ops();
 	op_dir_register(&ops);
 	op_file_register(&ops);
+	op_xattr_register(&ops);
 	return ops;
 }

@@ -22,6 +22,7 @@
 struct fuse_lowlevel_ops osbfs_make_ops(void);
 void op_dir_register(struct fuse_lowlevel_ops *ops);
 void op_file_register(struct fuse_lowlevel_ops *ops);
+void op_xattr_register(struct fuse_lowlevel_ops *ops);
 
 static inline struct osbfs *req_fs(fuse_req_t req)
 {
@@ -104,6 +105,11 @@ void dir_changed(struct osbfs *fs, struct node *parent, struct node *child);
  * it back, and a lookup of it is answered without asking for a while
  * (an editor makes its temporary file again at once). Nodes lock held. */
 void dir_name_gone(struct osbfs *fs, struct node *parent, const char *name);
+
+/* The sandbox says @n's name is gone (a stat found nothing): its
+ * extended attributes, and those below it, go (ops_xattr.c). Nodes lock
+ * held. */
+void xattr_name_gone(struct osbfs *fs, struct node *n);
 
 /* Downloads whatever of [off, off+len) the cache file lacks. */
 int file_fetch(struct osbfs *fs, struct held *h, struct cfile *cf, int64_t off,

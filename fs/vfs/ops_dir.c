@@ -16,6 +16,7 @@
 #include "special.h"
 #include "watch.h"
 #include "writeback.h"
+#include "xattr.h"
 
 /* A file sent from here a moment ago and renamed over another goes again
  * under its new name up to this size (a command in the sandbox costs
@@ -557,6 +558,7 @@ static int rmdir_send(struct osbfs *fs, struct held *h, const char *name,
 			dir_name_gone(fs, p, name);
 		}
 		pthread_mutex_unlock(&fs->nodes.lock);
+		xattrs_drop(fs->xattrs, h->path);
 	}
 	pthread_rwlock_unlock(&fs->path_lock);
 	return rc;
@@ -653,6 +655,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 				dir_name_gone(fs, p, name);
 			}
 			pthread_mutex_unlock(&fs->nodes.lock);
+			xattrs_drop(fs->xattrs, h.path);
 		}
 		pthread_rwlock_unlock(&fs->path_lock);
 	}
@@ -855,6 +858,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		pthread_mutex_unlock(&fs->nodes.lock);
 		if (sa.type == OSB_DIR)
 			cache_records_follow(fs->cache, src.n);
+		xattrs_move(fs->xattrs, src.path, dst.path);
 	} else if (sa.type == OSB_FILE) {
 		record_move(fs, scf, src.path); /* it stays where it was */
 	}
