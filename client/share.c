@@ -6,9 +6,10 @@
  * client, which holds the TLS sessions and the DNS cache. A handle opens
  * connections of its own, and without the share each of them began with
  * a full TLS handshake of its own: a mount whose pool grows to N handles
- * paid N full handshakes per host, each one or two round trips more than
- * a resumed one. With the share, the first handshake to a host is full
- * and the connections opened after it resume its session.
+ * paid N full handshakes per host: with TLS 1.2 a round trip more than a
+ * resumed one, with TLS 1.3 as many round trips but the server's
+ * certificates sent and checked again. With the share, the first
+ * handshake to a host is full and the connections after it resume.
  *
  * The connections themselves are not shared (CURL_LOCK_DATA_CONNECT): a
  * handle keeps its own (OSB_HANDLE_CONNS_MAX), the pool already spreads
@@ -19,6 +20,20 @@
  * A call that must not be resent still opens a connection of its own
  * (CURLOPT_FRESH_CONNECT, http.c): sharing sessions changes nothing there,
  * as a resumed session is a new connection all the same.
+ *
+ * With TLS 1.3 and OpenSSL, libcurl keeps one session per host, the
+ * newest, and sets that very object on each new connection. A client
+ * that resumed a TLS 1.3 session takes it for spent (OpenSSL asks that a
+ * ticket be used once), so the session libcurl kept was useless from the
+ * moment the first connection resumed it until that connection read the
+ * ticket the server sent next, with its answer: every connection begun
+ * in between, and commands begin several at once, did a full handshake
+ * (10 of 48 in test_40's readers). Each connection therefore resumes a
+ * copy of the kept session (on_handshake), and only the copy is spent.
+ * The kept session then serves several connections at once: no early data
+ * is sent (libcurl sends none), so a ticket used twice replays nothing,
+ * and a server that takes a ticket only once does a full handshake
+ * instead, as before. TLS 1.2 sessions are left as OpenSSL keeps them.
  *
  * libcurl tells how many connections a transfer opened, not whether the
  * TLS session of one was resumed. With the OpenSSL backend (decided when
@@ -91,9 +106,45 @@ void share_release(struct osb_client *c)
 		pthread_mutex_destroy(&c->share_lock[i]);
 }
 
+static bool is_tls13(const SSL_SESSION *sess)
+{
+	return sess && SSL_SESSION_get_protocol_version(sess) == TLS1_3_VERSION;
+}
+
+/* Before the first handshake message: the connection resumes a copy of
+ * the session libcurl set on it, and spends that copy. */
+static void on_handshake(const SSL *ssl, int where, int ret)
+{
+	SSL_SESSION *sess = SSL_get_session(ssl);
+	(void)ret;
+
+	if (!(where & SSL_CB_HANDSHAKE_START) || SSL_is_server(ssl) ||
+	    !is_tls13(sess) || !SSL_SESSION_is_resumable(sess))
+		return;
+	/* without a copy, it resumes the kept one */
+	SSL_SESSION *copy = SSL_SESSION_dup(sess);
+	if (!copy)
+		return;
+	SSL_set_session((SSL *)ssl, copy); /* takes a reference */
+	SSL_SESSION_free(copy);
+}
+
+/* Each new connection has a context of its own, where libcurl sets no
+ * info callback. */
+static CURLcode on_ssl_ctx(CURL *h, void *sslctx, void *arg)
+{
+	(void)h;
+	(void)arg;
+	if (!SSL_CTX_get_info_callback(sslctx)) /* a libcurl that sets one */
+		SSL_CTX_set_info_callback(sslctx, on_handshake);
+	return CURLE_OK;
+}
+
 void share_attach(struct osb_client *c, CURL *h)
 {
 	curl_easy_setopt(h, CURLOPT_SHARE, (CURLSH *)c->share);
+	if (c->tls_probe)
+		curl_easy_setopt(h, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
 }
 
 /* While the answer comes: the connection is the transfer's. */
