@@ -142,7 +142,7 @@ int osb_client_new(const struct osb_config *cfg, struct osb_client **ret,
 	for (size_t i = 0; i < cfg->n_headers; i++)
 		osb_kvlist_add(&c->headers, cfg->headers[i].name,
 			       cfg->headers[i].value);
-	if (!c->scheme || !c->domain || !c->base_url ||
+	if (share_init(c) || !c->scheme || !c->domain || !c->base_url ||
 	    (env.api_key && !c->api_key) || c->headers.n != cfg->n_headers) {
 		osb_client_free(c);
 		return -ENOMEM;
@@ -157,6 +157,7 @@ void osb_client_free(struct osb_client *c)
 		return;
 	for (size_t i = 0; i < c->npool; i++)
 		curl_easy_cleanup(c->pool[i]);
+	share_release(c); /* after the handles that use it */
 	pthread_mutex_destroy(&c->pool_lock);
 	free(c->base_url);
 	free(c->scheme);
@@ -189,6 +190,11 @@ void osb_client_stats(struct osb_client *c, struct osb_client_stats *ret)
 	ret->failures = atomic_load(&c->n_failures);
 	ret->bytes_up = atomic_load(&c->n_bytes_up);
 	ret->bytes_down = atomic_load(&c->n_bytes_down);
+	ret->connections = atomic_load(&c->n_connections);
+	ret->tls_handshakes = atomic_load(&c->n_tls_handshakes);
+	ret->tls_resumed = atomic_load(&c->tls_unknown) ?
+				   OSB_STAT_UNKNOWN :
+				   atomic_load(&c->n_tls_resumed);
 }
 
 /* ---- sandbox handles ---- */

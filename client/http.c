@@ -42,6 +42,7 @@ struct xfer {
 	bool to_sink;
 	curl_off_t moved;    /* bytes either way, at the last progress */
 	curl_off_t up, down; /* of them counted in the client's stats */
+	struct conn_seen seen;
 };
 
 void http_response_release(struct http_response *rs)
@@ -117,6 +118,7 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata)
 	const char *v;
 	char line[512];
 
+	share_observe(x->c, x->h, &x->seen);
 	if (len >= sizeof(line))
 		return len;
 	memcpy(line, ptr, len);
@@ -252,6 +254,7 @@ static void set_common(struct osb_client *c, CURL *h,
 		       const struct http_request *rq)
 {
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	share_attach(c, h); /* TLS sessions, DNS (share.c) */
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms);
@@ -479,6 +482,7 @@ static int perform_once(struct osb_client *c, const struct http_request *rq,
 					       curl_easy_strerror(*ret_rc),
 			 (long)(us / 1000), rs->attempts);
 	}
+	share_count(c, h, url.data, &x.seen);
 	curl_off_t up = 0, down = 0;
 	curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &up);
 	curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &down);

@@ -219,14 +219,22 @@ const char *osb_client_base_url(const struct osb_client *c);
 
 /* Counters since the client was made, for tests and `info`. Bytes are
  * counted as they move (a transfer's progress can be watched from
- * another thread). */
+ * another thread). Connections are kept alive and reused; a new one over
+ * TLS resumes the session of an earlier one to the same host when it can
+ * (one round trip less than a full handshake). */
 struct osb_client_stats {
 	uint64_t requests; /* HTTP requests sent, retries included */
 	uint64_t retries;  /* of which retries */
 	uint64_t failures; /* calls that returned an error */
 	uint64_t bytes_up;
 	uint64_t bytes_down;
+	uint64_t connections;    /* new connections opened */
+	uint64_t tls_handshakes; /* of which TLS handshakes done */
+	uint64_t tls_resumed;    /* of which resumed sessions, or
+				    OSB_STAT_UNKNOWN (a TLS library that does
+				    not say) */
 };
+#define OSB_STAT_UNKNOWN UINT64_MAX
 void osb_client_stats(struct osb_client *c, struct osb_client_stats *ret);
 
 /*

@@ -4,6 +4,8 @@
  * Nothing here is part of the public API (osb.h). The modules:
  *   client.c     the client and sandbox handles, configuration, the pool
  *   http.c       one HTTP exchange with retries (libcurl lives here)
+ *   share.c      the TLS sessions and DNS the pool's handles share; the
+ *                count of connections and handshakes
  *   errors.c     HTTP status / error text / curl code -> errno, one table
  *   json.c       every JSON shape of the APIs (cJSON lives here)
  *   stream.c     the "JSON\n\n" event stream of commands, sessions, code
@@ -34,6 +36,7 @@
 #define OSB_BULK_MIN_RATE 1024L        /* bytes a second */
 #define OSB_BULK_RECV_BUF (512L << 10) /* libcurl's buffers for file */
 #define OSB_BULK_SEND_BUF (2L << 20)   /* contents (http.c) */
+#define OSB_SHARE_LOCKS 16             /* > CURL_LOCK_DATA_LAST (share.c) */
 #define OSB_HANDLE_CONNS_MAX                                                   \
 	2 /* idle connections of one handle:                                   \
 	     one per API host it talks to */
@@ -97,8 +100,16 @@ struct osb_client {
 	void *pool[OSB_POOL_IDLE_MAX];
 	size_t npool;
 
+	/* the curl share of the handles (share.c), a lock per kind of data
+	 * it holds (curl_lock_data) */
+	void *share;
+	pthread_mutex_t share_lock[OSB_SHARE_LOCKS];
+	bool tls_probe; /* the TLS backend can tell a resumed session */
+
 	atomic_uint_fast64_t n_requests, n_retries, n_failures;
 	atomic_uint_fast64_t n_bytes_up, n_bytes_down;
+	atomic_uint_fast64_t n_connections, n_tls_handshakes, n_tls_resumed;
+	atomic_bool tls_unknown; /* a handshake whose resumption is unknown */
 };
 
 struct osb_sandbox {
@@ -128,6 +139,22 @@ int execd_call(struct osb_sandbox *sb, struct http_request *rq,
 	       struct http_response *rs, struct osb_error *err);
 int egress_call(struct osb_sandbox *sb, struct http_request *rq,
 		struct http_response *rs, struct osb_error *err);
+
+/* ---- share.c ---- */
+
+/* What a transfer saw of its connection while the answer came. */
+struct conn_seen {
+	bool answered; /* a header came */
+	int resumed;   /* its TLS session was resumed: 1, 0, -1 unknown */
+};
+/* 0 or -ENOMEM; share_release() undoes even a failed one. */
+int share_init(struct osb_client *c);
+void share_release(struct osb_client *c);
+/* The handle's arguments are CURL *. */
+void share_attach(struct osb_client *c, void *h);
+void share_observe(struct osb_client *c, void *h, struct conn_seen *s);
+void share_count(struct osb_client *c, void *h, const char *url,
+		 const struct conn_seen *s);
 
 /* ---- http.c ---- */
 

@@ -6,7 +6,8 @@
  *
  * It needs a server, so it is not a meson test: tests/test_14_osb_errors.py
  * runs it with OPEN_SANDBOX_DOMAIN, OPEN_SANDBOX_API_KEY and OPEN_SANDBOX_ID
- * set (OSB_TEST_ROUNDS optional). Prints one summary line and exits 0, or
+ * set (OSB_TEST_ROUNDS optional; OSB_TEST_CA_FILE, the CA of a server
+ * over https). Prints one summary line and exits 0, or
  * prints one line per mismatch on stderr and exits 1.
  */
 #include <errno.h>
@@ -266,6 +267,7 @@ int main(void)
 				"OPEN_SANDBOX_API_KEY and OPEN_SANDBOX_ID\n");
 		return 2;
 	}
+	cfg.ca_file = getenv("OSB_TEST_CA_FILE");
 	if (rs)
 		rounds = atoi(rs);
 	if (rounds < 1 || rounds > 9) {
@@ -298,9 +300,14 @@ int main(void)
 	osb_client_stats(client, &s);
 	printf("%d threads x %d rounds: %" PRIu64 " requests, %" PRIu64
 	       " retries, %" PRIu64 " bytes up, %" PRIu64 " bytes down, "
-	       "%d mismatches\n",
+	       "%" PRIu64 " connections, %" PRIu64 " TLS handshakes (%" PRId64
+	       " full), %d mismatches\n",
 	       NTHREADS, rounds, s.requests, s.retries, s.bytes_up,
-	       s.bytes_down, atomic_load(&failures));
+	       s.bytes_down, s.connections, s.tls_handshakes,
+	       s.tls_resumed == OSB_STAT_UNKNOWN ?
+		       (int64_t)-1 :
+		       (int64_t)(s.tls_handshakes - s.tls_resumed),
+	       atomic_load(&failures));
 	osb_sandbox_close(sandbox);
 	osb_client_free(client);
 	return atomic_load(&failures) ? 1 : 0;

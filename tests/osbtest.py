@@ -134,6 +134,26 @@ def wait_until(predicate, timeout, what, step=0.05):
         time.sleep(step)
 
 
+def make_ca(tmp_path):
+    """A test CA and a server certificate for 127.0.0.1 signed by it, in
+    tmp_path/pki: ca.pem, server.pem, server.key."""
+    d = tmp_path / "pki"
+    d.mkdir()
+
+    def ossl(*args):
+        subprocess.run(["openssl"] + list(args), cwd=d, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+         "-days", "2", "-subj", "/CN=osbfs test CA")
+    ossl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+         "-subj", "/CN=127.0.0.1")
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    ossl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+         "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")
+    return d
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

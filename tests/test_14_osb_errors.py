@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from osbhelp import TEST_THREADS, W, Osb, check_sanitizer, sandbox_stats, spawn
-from osbtest import wait_until
+from osbtest import make_ca, wait_until
 
 IMG = ["--image", "python:3.11", "--entrypoint", "sleep", "--entrypoint", "infinity"]
 
@@ -438,10 +438,12 @@ def test_create_answer_lost_makes_one_sandbox(fsrv):
 
 # ---------------------------------------------------------------- threads
 
-def run_threads(server, sid, rounds=6):
+def run_threads(server, sid, rounds=6, ca_file=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPEN_SANDBOX_", "OPENSANDBOX_"))}
     env.update(OPEN_SANDBOX_DOMAIN=server.url, OPEN_SANDBOX_API_KEY=server.api_key, OPEN_SANDBOX_ID=sid,
                OSB_TEST_ROUNDS=str(rounds))
+    if ca_file:
+        env["OSB_TEST_CA_FILE"] = str(ca_file)
     rc, out, err, _, secs, killed = spawn([str(TEST_THREADS)], env, timeout=300)
     report = "%s (%.1fs) exit %s\nstdout: %s\nstderr: %s" % (TEST_THREADS, secs, rc, out.decode(), err[-6000:])
     check_sanitizer(str(TEST_THREADS), err)
@@ -457,3 +459,22 @@ def test_8_threads_share_one_client(server, sandbox, capsys):
         print("\n  " + out.strip())
     # the threads cleaned up after themselves
     assert server.stat(sandbox, W + "/threads") is None
+
+
+def test_8_threads_share_tls_sessions(make_server, tmp_path, capsys):
+    """Over https, the 8 threads' connections resume TLS sessions they
+    share, begun together as they are (the handshakes' code runs on all
+    threads at once, checked under TSan)."""
+    pki = make_ca(tmp_path)
+    srv = make_server(extra_args=["--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key")])
+    sid = srv.create_sandbox()
+    out = run_threads(srv, sid, rounds=2, ca_file=pki / "ca.pem")
+    with capsys.disabled():
+        print("\n  " + out.strip())
+    m = re.search(r" (\d+) connections, (\d+) TLS handshakes \((\d+) full\),", out)
+    assert m, out
+    conns, hs, full = map(int, m.groups())
+    assert conns >= 8 and hs == conns, out
+    # one full handshake per host (lifecycle and execd) but those begun
+    # before any session to resume
+    assert full <= 2 + 7, out

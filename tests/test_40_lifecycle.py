@@ -5,7 +5,6 @@ endpoints; and a clear message for every failure."""
 
 import errno
 import os
-import subprocess
 import threading
 import time
 
@@ -13,7 +12,7 @@ import pytest
 
 from jobhelp import info
 from mounthelp import Mount, is_mounted
-from osbtest import wait_until
+from osbtest import make_ca, wait_until
 
 
 def state(srv, sid):
@@ -254,25 +253,6 @@ def test_ctl_pause_resume_renew_kill(server, make_mount):
 
 # ---- connections ----
 
-def make_ca(tmp_path):
-    """A test CA and a server certificate for 127.0.0.1 signed by it."""
-    d = tmp_path / "pki"
-    d.mkdir()
-
-    def ossl(*args):
-        subprocess.run(["openssl"] + list(args), cwd=d, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-         "-days", "2", "-subj", "/CN=osbfs test CA")
-    ossl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-         "-subj", "/CN=127.0.0.1")
-    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    ossl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-         "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")
-    return d
-
-
 def test_tls_with_ca_file(make_server, make_mount, tmp_path):
     pki = make_ca(tmp_path)
     srv = make_server(extra_args=["--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key")])
@@ -282,6 +262,56 @@ def test_tls_with_ca_file(make_server, make_mount, tmp_path):
         f.write("encrypted in transit")
     m.stop()
     assert srv.read_file(m.sandbox_id, m.spath("over-tls")) == b"encrypted in transit"
+
+
+def test_tls_sessions_are_resumed(make_server, make_mount, tmp_path):
+    """A mount does one full TLS handshake per host in its life: every
+    connection after it resumes a session, also when several begin at
+    once and when the one whose ticket was kept has ended, as the server
+    counts it and as .osb/info does."""
+    pki = make_ca(tmp_path)
+    srv = make_server(extra_args=["--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key")])
+    m = make_mount(srv=srv, create=False, options=["cacert=%s" % (pki / "ca.pem")])
+    names = ["f%02d" % i for i in range(40)]
+    for n in names:
+        with open(m.p(n), "w") as f:
+            f.write("file " + n)
+    for verb in ("sync", "invalidate"):
+        with open(m.p(".osb", "ctl"), "w") as f:
+            f.write(verb + "\n")
+    before = info(m)["client"]
+    srv.reset_stats()
+    got = {}
+    start = threading.Barrier(8)
+
+    def reader(k):
+        start.wait()
+        for n in names[k::8]:
+            with open(m.p(n)) as f:
+                got[n] = f.read()
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == {n: "file " + n for n in names}
+    after = info(m)["client"]
+    stats = srv.stats()  # over a connection of its own: a full handshake
+    execd = stats["sandboxes"][m.sandbox_id]
+    # new connections to execd (a command opens one of its own, several
+    # at once), each resuming a session
+    hs, resumed = execd.get("tls handshakes", 0), execd.get("tls resumed", 0)
+    assert hs >= 8 and resumed == hs, (hs, resumed)
+    total = stats["total"]
+    assert total["tls handshakes"] - total.get("tls resumed", 0) == 1, stats
+    assert after["connections"] - before["connections"] == total["tls handshakes"] - 1, (before, after, stats)
+    assert after["tls_handshakes"] - before["tls_handshakes"] == total["tls handshakes"] - 1, (before, after, stats)
+    assert after["tls_resumed"] - before["tls_resumed"] == total.get("tls resumed", 0), (before, after, stats)
+    # in the mount's life: one full handshake to the lifecycle server, one
+    # to execd
+    assert after["tls_handshakes"] - after["tls_resumed"] == 2, after
+    m.stop()
 
 
 def test_tls_untrusted_certificate_is_refused(make_server, tmp_path):

@@ -63,6 +63,40 @@ static int expiry_json(struct ctl *c, const struct life_info *li,
 	return text_json_str(out, w);
 }
 
+/* ,"client":{...}: what the mount sent, and the connections it opened;
+ * the TLS handshakes, null when it speaks plain HTTP, resumed null when
+ * the TLS library does not say (osb.h). */
+static int client_json(struct osbfs *fs, struct text *out)
+{
+	struct osb_client_stats st;
+	osb_client_stats(fs->client, &st);
+	char *url = osb_sandbox_execd_url(fs->sb);
+	bool tls = strncmp(osb_client_base_url(fs->client), "https:", 6) == 0 ||
+		   (url && strncmp(url, "https:", 6) == 0);
+	free(url);
+	int rc = text_printf(out,
+			     ",\"client\":{\"requests\":%llu,\"retries\":%llu,"
+			     "\"failures\":%llu,\"bytes_up\":%llu,"
+			     "\"bytes_down\":%llu,\"connections\":%llu",
+			     (unsigned long long)st.requests,
+			     (unsigned long long)st.retries,
+			     (unsigned long long)st.failures,
+			     (unsigned long long)st.bytes_up,
+			     (unsigned long long)st.bytes_down,
+			     (unsigned long long)st.connections);
+	if (rc || !tls)
+		return rc ? rc :
+			    text_adds(out, ",\"tls_handshakes\":null,"
+					   "\"tls_resumed\":null}");
+	rc = text_printf(out, ",\"tls_handshakes\":%llu,\"tls_resumed\":",
+			 (unsigned long long)st.tls_handshakes);
+	rc = rc ? rc :
+	     st.tls_resumed == OSB_STAT_UNKNOWN ?
+		  text_adds(out, "null") :
+		  text_printf(out, "%llu", (unsigned long long)st.tls_resumed);
+	return rc ? rc : text_adds(out, "}");
+}
+
 /* info's JSON, on one line. */
 static int info_line(struct ctl *c, struct text *out)
 {
@@ -140,6 +174,7 @@ static int info_line(struct ctl *c, struct text *out)
 	rc = rc ? rc :
 		  text_printf(out, ",\"jobs\":{\"running\":%zu,\"total\":%zu}",
 			      running, total);
+	rc = rc ? rc : client_json(fs, out);
 	rc = rc ? rc : setup_info_json(c->setup, out);
 	/* the temporary files waiting for a rename (ctl_scratch.c) */
 	rc = rc ? rc : text_adds(out, ",\"scratch\":");

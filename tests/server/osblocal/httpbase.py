@@ -73,7 +73,30 @@ class Server(ThreadingHTTPServer):
             request.settimeout(30)
             request = self.ssl_ctx.wrap_socket(request, server_side=True)
             request.settimeout(None)
+            self.count_handshake(request)
         self.RequestHandlerClass(request, client_address, self)
+
+    def shutdown_request(self, request):
+        # a TLS connection ends with a close_notify, as servers send it:
+        # a client whose connection just ends reads a truncation, and
+        # OpenSSL then takes the session it had from it for a bad one
+        if isinstance(request, ssl.SSLSocket):
+            try:
+                request.settimeout(0)
+                request.unwrap()
+            except (ssl.SSLError, OSError, ValueError):
+                pass
+        super().shutdown_request(request)
+
+    def count_handshake(self, sock):
+        """TLS handshakes in /_admin/stats: "tls handshakes", of which
+        "tls resumed" (the client resumed an earlier session), in total and
+        for the sandbox whose execd listens here."""
+        sb = getattr(self, "sandbox", None)
+        sid = sb.id if sb is not None else None
+        self.app.stats.count("tls handshakes", sid)
+        if sock.session_reused:
+            self.app.stats.count("tls resumed", sid)
 
     def handle_error(self, request, client_address):
         exc = sys.exc_info()[1]
