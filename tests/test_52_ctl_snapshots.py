@@ -182,3 +182,29 @@ def test_ls_l_costs_one_list(server, make_mount):
         with open(os.path.join(snaps, n, "wait")) as f:
             assert f.read() == "Ready\n"
         os.rmdir(os.path.join(snaps, n))
+
+
+def test_osb_snapshot_commands(server, osbc, make_sandbox):
+    """osb snapshot create/list/get/delete, and a sandbox made from one
+    with osb sandbox create --snapshot."""
+    sid = make_sandbox()
+    server.write_file(sid, "/workspace/kept.txt", b"kept\n")
+    snap = json.loads(osbc.ok("-o", "json", "snapshot", "create", sid, "--name", "v1", "--wait").out)
+    assert snap["name"] == "v1" and snap["status"]["state"] == "Ready" and snap["sandbox_id"] == sid
+    listed = json.loads(osbc.ok("-o", "json", "snapshot", "list", "--sandbox", sid,
+                                "--state", "Ready").out)["items"]
+    assert [s["id"] for s in listed] == [snap["id"]]
+    assert osbc.ok("-o", "raw", "snapshot", "get", snap["id"]).out == snap["id"] + "\n"
+    new = osbc.ok("-o", "raw", "sandbox", "create", "--snapshot", snap["id"]).out.strip()
+    try:
+        assert server.read_file(new, "/workspace/kept.txt") == b"kept\n"
+    finally:
+        server.delete_sandbox(new)
+    osbc.ok("snapshot", "delete", snap["id"])
+    assert "not found" in osbc.fails("snapshot", "get", snap["id"]).err.lower()
+    snaps_admin(server, supported=False)
+    try:
+        res = osbc.fails("snapshot", "create", sid)
+        assert "not implemented" in res.err.lower(), res.describe()
+    finally:
+        snaps_admin(server, supported=True)
