@@ -16,7 +16,7 @@ from jobhelp import (expect_errno, info, kill_quietly, last_error, osb, read, re
 from mounthelp import OSBFS
 from osbtest import http_request, wait_until
 
-ROOT_FILES = {"README", "info", "ctl", "egress", "log", "run", "jobs", "code"}
+ROOT_FILES = {"README", "info", "ctl", "egress", "log", "run", "jobs", "code", "snapshots"}
 
 
 def readme_block(text, title):

@@ -19,6 +19,8 @@ const struct cli_group cli_groups[] = {
 	{ "file", "read, write, move and inspect files of a sandbox" },
 	{ "egress", "the network egress policy of a running sandbox" },
 	{ "config", "the settings file (~/.opensandbox/config.toml)" },
+	{ "snapshot", "snapshots of sandboxes' files, to make sandboxes from "
+		      "(osb's own: the official CLI has none)" },
 };
 const size_t cli_ngroups = sizeof(cli_groups) / sizeof(cli_groups[0]);
 
@@ -28,6 +30,9 @@ const struct cli_cmd cli_cmds[] = {
 	  "  -i, --image IMAGE           its image (else [defaults] image, "
 	  "else\n"
 	  "                              opensandbox/code-interpreter:latest)\n"
+	  "      --snapshot SNAPSHOT_ID  made from a Ready snapshot's files "
+	  "instead of\n"
+	  "                              an image (osb's own)\n"
 	  "  -t, --timeout DURATION      its TTL: 90s, 10m, 1h30m, or none "
 	  "(else\n"
 	  "                              [defaults] timeout, else 10m)\n"
@@ -68,6 +73,32 @@ const struct cli_cmd cli_cmds[] = {
 	  "osb sandbox list --state running -m project=demo -o json\n"
 	  "osb sandbox list --page 2 --page-size 50\n",
 	  NULL },
+	{ "snapshot", "create", cmd_snap_create, "SANDBOX_ID [OPTIONS]",
+	  "Snapshots a running sandbox's files; prints the snapshot's id "
+	  "once the\nserver has accepted it (it is Creating). Sent once: "
+	  "after a lost answer,\na --name tells whether it was made.\n\n"
+	  "  -n, --name NAME             its name\n"
+	  "  -w, --wait                  wait until it is Ready (fails if "
+	  "it Failed)\n" O_OUT,
+	  "osb snapshot create $ID --name before-upgrade --wait\n"
+	  "SNAP=$(osb snapshot create $ID)\n",
+	  NULL },
+	{ "snapshot", "list", cmd_snap_list, "[OPTIONS]",
+	  "Lists snapshots, newest first (up to 200).\n\n"
+	  "  -s, --sandbox SANDBOX_ID    only of this sandbox\n"
+	  "  -n, --name NAME             only of this name\n"
+	  "      --state STATE           only in this state: Creating, "
+	  "Ready, Failed,\n"
+	  "                              Deleting (repeatable)\n" O_OUT,
+	  "osb snapshot list --sandbox $ID\n"
+	  "osb snapshot list --state Ready -o json\n",
+	  NULL },
+	{ "snapshot", "get", cmd_snap_get, "SNAPSHOT_ID",
+	  "Shows a snapshot: its sandbox, name, state, time.\n\n" O_OUT,
+	  "osb snapshot get $SNAP\n", NULL },
+	{ "snapshot", "delete", cmd_snap_delete, "SNAPSHOT_ID",
+	  "Deletes a snapshot (not one still Creating).\n",
+	  "osb snapshot delete $SNAP\n", NULL },
 	{ "sandbox", "get", cmd_info, "SANDBOX_ID",
 	  "Shows a sandbox: state, image, entrypoint, times, "
 	  "labels.\n\n" O_OUT,

@@ -61,6 +61,8 @@ static void rec_sandbox(struct cli_rec *r, const struct osb_sandbox_info *i)
 	rec_str(st, "reason", i->reason);
 	rec_str(st, "message", i->message);
 	rec_str(r, "image", i->image);
+	if (i->snapshot_id)
+		rec_str(r, "snapshot_id", i->snapshot_id);
 	struct cli_rec *ep = rec_add_array(r, "entrypoint");
 	for (size_t k = 0; i->entrypoint && i->entrypoint[k]; k++)
 		rec_str(ep, NULL, i->entrypoint[k]);
@@ -108,6 +110,7 @@ enum {
 	CR_EXTENSION,
 	CR_VOLUMES,
 	CR_CRED_PROXY,
+	CR_SNAPSHOT,
 };
 
 /* A JSON file of the options that take one: the whole of it, checked to
@@ -156,6 +159,9 @@ static int create_opt(struct create_args *a, int c, char *arg)
 	switch (c) {
 	case 'i':
 		a->p.image = arg;
+		return 0;
+	case CR_SNAPSHOT:
+		a->p.snapshot_id = arg;
 		return 0;
 	case 't':
 		a->timeout_arg = arg;
@@ -215,6 +221,7 @@ static int parse_create(struct osb_cli *cli, int argc, char **argv,
 {
 	static const struct option opts[] = {
 		{ "image", required_argument, NULL, 'i' },
+		{ "snapshot", required_argument, NULL, CR_SNAPSHOT },
 		{ "entrypoint", required_argument, NULL, CR_ENTRYPOINT },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "env", required_argument, NULL, 'e' },
@@ -237,8 +244,10 @@ static int parse_create(struct osb_cli *cli, int argc, char **argv,
 		{ NULL, 0, NULL, 0 },
 	};
 	/* [defaults] of the settings file, else ours */
-	a->p.image = cli->file->image ? cli->file->image :
-					"opensandbox/code-interpreter:latest";
+	const char *dflt = cli->file->image ?
+				   cli->file->image :
+				   "opensandbox/code-interpreter:latest";
+	a->p.image = dflt;
 	a->p.timeout_s = 600;
 	a->ready_s = 120;
 	a->timeout_arg = cli->file->timeout;
@@ -249,6 +258,11 @@ static int parse_create(struct osb_cli *cli, int argc, char **argv,
 			return st;
 	if (optind < argc)
 		return cli_usage("create takes no arguments");
+	if (a->p.snapshot_id && a->p.image != dflt)
+		return cli_usage("--snapshot and --image: a sandbox is made "
+				 "from one of them");
+	if (a->p.snapshot_id)
+		a->p.image = NULL; /* the snapshot's files instead */
 	long v;
 	if (a->timeout_arg && (osb_duration_parse(a->timeout_arg, &v) ||
 			       (!v && strcasecmp(a->timeout_arg, "none") != 0)))

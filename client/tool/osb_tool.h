@@ -204,6 +204,11 @@ int cmd_completion(struct osb_cli *cli, int argc, char **argv);
 int cmd_create(struct osb_cli *cli, int argc, char **argv);
 int cmd_list(struct osb_cli *cli, int argc, char **argv);
 int cmd_info(struct osb_cli *cli, int argc, char **argv);
+/* osb_snapshot.c */
+int cmd_snap_create(struct osb_cli *cli, int argc, char **argv);
+int cmd_snap_list(struct osb_cli *cli, int argc, char **argv);
+int cmd_snap_get(struct osb_cli *cli, int argc, char **argv);
+int cmd_snap_delete(struct osb_cli *cli, int argc, char **argv);
 int cmd_pause(struct osb_cli *cli, int argc, char **argv);
 int cmd_resume(struct osb_cli *cli, int argc, char **argv);
 int cmd_renew(struct osb_cli *cli, int argc, char **argv);

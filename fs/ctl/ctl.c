@@ -30,11 +30,19 @@
 #define LOOKUP_REFRESH_MS 0
 
 const struct ctl_named ctl_root_files[] = {
-	{ "README", K_README, false }, { "info", K_INFO, false },
-	{ "ctl", K_CTL, false },       { "egress", K_EGRESS, false },
-	{ "log", K_LOG, false },       { "run", K_RUN, false },
-	{ "jobs", K_JOBS, false },     { "code", K_CODE, false },
+	{ "README", K_README, false },   { "info", K_INFO, false },
+	{ "ctl", K_CTL, false },         { "egress", K_EGRESS, false },
+	{ "log", K_LOG, false },         { "run", K_RUN, false },
+	{ "jobs", K_JOBS, false },       { "code", K_CODE, false },
+	{ "snapshots", K_SNAPS, false },
 };
+
+/* in a snapshot's directory; wait is not listed: its read blocks */
+const struct ctl_named ctl_snap_files[] = {
+	{ "info", K_SINFO, false },
+	{ "wait", K_SWAIT, true },
+};
+const size_t ctl_nsnap = sizeof(ctl_snap_files) / sizeof(ctl_snap_files[0]);
 
 /* wait is not listed: its read blocks while the job runs */
 const struct ctl_named ctl_job_files[] = {
@@ -86,7 +94,10 @@ int ctl_init(struct osbfs *fs)
 		rc = code_new(fs, &c->code);
 	if (!rc)
 		rc = setup_new(fs, c->jobs, &fs->opt->setup_decl, &c->setup);
+	if (!rc)
+		rc = snaps_new(fs, &c->snaps);
 	if (rc) {
+		setup_free(c->setup);
 		code_free(c->code);
 		scratch_free(c);
 		jobs_free(c->jobs);
@@ -117,6 +128,7 @@ void ctl_stop(struct osbfs *fs)
 	/* the setup follows its job through the monitor */
 	setup_stop(fs->ctl->setup);
 	jobs_monitor_stop(fs->ctl->jobs);
+	snaps_stop(fs->ctl->snaps);
 }
 
 void ctl_release_all(struct osbfs *fs)
@@ -128,12 +140,14 @@ void ctl_release_all(struct osbfs *fs)
 	setup_free(c->setup);
 	c->setup = NULL;
 	jobs_monitor_stop(c->jobs);
+	snaps_stop(c->snaps);
 	ctl_fh_free_all(c);
 	pthread_mutex_destroy(&c->fh_lock);
 	code_free(c->code);
 	jobs_free(c->jobs);
 	text_release(&c->readme);
 	scratch_free(c);
+	snaps_free(c->snaps);
 	free(c);
 	fs->ctl = NULL;
 }
@@ -162,6 +176,9 @@ fuse_ino_t ctl_node_ino(const struct ctl_node *n)
 {
 	if (n->kind == K_SCRATCH)
 		return scratch_ino(n->serial);
+	if (n->kind >= K_SDIR && n->kind <= K_SWAIT)
+		return CTL_INO_BASE + SNAP_INO_BIT +
+		       (n->serial << CTL_JOB_SHIFT) + (n->kind - K_SDIR);
 	if (n->kind == K_CIMAGE)
 		return CTL_INO_BASE + IMAGE_INO_BIT +
 		       (code_ctx_serial(n->cx) << 8) + n->serial;
@@ -186,6 +203,15 @@ int ctl_node_get(struct ctl *c, fuse_ino_t ino, struct ctl_node *ret)
 		ret->kind = K_SCRATCH;
 		ret->serial = v - SCRATCH_INO_BIT;
 		return scratch_exists(c, ret->serial) ? 0 : -ENOENT;
+	}
+	if (v & SNAP_INO_BIT) {
+		v -= SNAP_INO_BIT;
+		if ((v & ((1u << CTL_JOB_SHIFT) - 1)) > K_SWAIT - K_SDIR)
+			return -ENOENT;
+		ret->kind = (enum ctl_kind)(K_SDIR +
+					    (v & ((1u << CTL_JOB_SHIFT) - 1)));
+		ret->serial = v >> CTL_JOB_SHIFT;
+		return snaps_exists(c->snaps, ret->serial) ? 0 : -ENOENT;
 	}
 	if (v & IMAGE_INO_BIT) {
 		v -= IMAGE_INO_BIT;
@@ -268,7 +294,9 @@ static const mode_t modes[] = {
 	[K_CINPUT] = S_IFREG | 0600,  [K_COUTPUT] = S_IFREG | 0400,
 	[K_CRESULT] = S_IFREG | 0400, [K_CCTL] = S_IFREG | 0200,
 	[K_SCRATCH] = S_IFREG | 0600, [K_WAITALL] = S_IFREG | 0444,
-	[K_CIMAGE] = S_IFREG | 0400,
+	[K_CIMAGE] = S_IFREG | 0400,  [K_SNAPS] = S_IFDIR | 0755,
+	[K_SDIR] = S_IFDIR | 0755,    [K_SINFO] = S_IFREG | 0400,
+	[K_SWAIT] = S_IFREG | 0444,
 };
 
 mode_t ctl_node_mode(struct ctl *c, const struct ctl_node *n)
@@ -414,6 +442,13 @@ void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st)
 		code_stat_times(c, n->cx, st);
 		st->st_size = len_of_image(c, n);
 		break;
+	case K_SDIR:
+	case K_SINFO: /* its size would cost a request: 0 */
+	case K_SWAIT:
+		if (snaps_created(c->snaps, n->serial).tv_sec)
+			st->st_mtim = st->st_ctim = st->st_atim =
+				snaps_created(c->snaps, n->serial);
+		break;
 	default:
 		if (n->job)
 			job_stat(c, n, st);
@@ -424,7 +459,7 @@ void ctl_node_stat(struct ctl *c, const struct ctl_node *n, struct stat *st)
 static bool is_live_kind(enum ctl_kind k)
 {
 	return k != K_ROOT && k != K_JOBS && k != K_JOB && k != K_README &&
-	       k != K_CODE && k != K_CDIR;
+	       k != K_CODE && k != K_CDIR && k != K_SNAPS && k != K_SDIR;
 }
 
 void ctl_entry_fill(struct ctl *c, const struct ctl_node *n,
@@ -479,6 +514,18 @@ static struct job *job_named(struct ctl *c, const char *name)
 	return j;
 }
 
+/* The snapshot shown as @name, listing them again when it is not known
+ * (made by another mount, or with osb). */
+static int snap_named(struct ctl *c, const char *name, uint64_t *ret)
+{
+	int rc = snaps_find(c->snaps, name, ret);
+	if (rc == -ENOENT) {
+		snaps_refresh(c->snaps, LOOKUP_REFRESH_MS);
+		rc = snaps_find(c->snaps, name, ret);
+	}
+	return rc;
+}
+
 int ctl_resolve(struct ctl *c, fuse_ino_t parent, const char *name,
 		struct ctl_node *ret)
 {
@@ -517,6 +564,15 @@ int ctl_resolve(struct ctl *c, fuse_ino_t parent, const char *name,
 		case K_CODE:
 			n.kind = K_CDIR;
 			rc = code_lang_open(c->code, name, &n.cx);
+			break;
+		case K_SNAPS:
+			n.kind = K_SDIR;
+			rc = snap_named(c, name, &n.serial);
+			break;
+		case K_SDIR:
+			n.serial = p.serial;
+			rc = find_named(ctl_snap_files, ctl_nsnap, name,
+					&n.kind);
 			break;
 		case K_CDIR:
 			n.cx = p.cx;

@@ -111,7 +111,10 @@ static fuse_ino_t parent_ino(struct ctl *c, const struct ctl_node *n)
 		return NODE_ROOT_INO;
 	case K_JOBS:
 	case K_CODE:
+	case K_SNAPS:
 		return ctl_root_ino();
+	case K_SDIR:
+		return ctl_ino(K_SNAPS, NULL);
 	case K_CDIR:
 		if (code_ctx_is_lang(n->cx))
 			return ctl_ino(K_CODE, NULL);
@@ -143,6 +146,39 @@ static int snap_jobs(struct ctl *c, struct dirsnap *d, size_t *cap)
 	return rc;
 }
 
+/* snapshots/: newest first; and a snapshot's directory */
+static int snap_snaps(struct ctl *c, const struct ctl_node *dir,
+		      struct dirsnap *d, size_t *cap)
+{
+	struct snap_entry *e = NULL;
+	size_t n = 0;
+	int rc = 0;
+
+	for (size_t i = 0; dir->kind == K_SDIR && !rc && i < ctl_nsnap; i++) {
+		struct ctl_node f = { ctl_snap_files[i].kind, NULL, dir->serial,
+				      NULL };
+		if (!ctl_snap_files[i].unlisted)
+			rc = snap_add(d, cap, ctl_snap_files[i].name,
+				      ctl_node_ino(&f), S_IFREG);
+	}
+	if (dir->kind == K_SDIR)
+		return rc;
+	snaps_refresh(c->snaps, LIST_REFRESH_MS);
+	rc = snaps_list(c->snaps, &e, &n);
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct ctl_node f = { K_SDIR, NULL, e[i].serial, NULL };
+		rc = snap_add(d, cap, e[i].dir, ctl_node_ino(&f), S_IFDIR);
+	}
+	free(e);
+	return rc;
+}
+
+static bool is_dir_kind(enum ctl_kind k)
+{
+	return k == K_ROOT || k == K_JOBS || k == K_JOB || k == K_CODE ||
+	       k == K_CDIR || k == K_SNAPS || k == K_SDIR;
+}
+
 void ctl_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ctl *c = ctl_of(req);
@@ -155,8 +191,7 @@ void ctl_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	struct dirsnap *d = calloc(1, sizeof(*d));
 	int rc = d ? 0 : -ENOMEM;
-	if (!rc && n.kind != K_ROOT && n.kind != K_JOBS && n.kind != K_JOB &&
-	    n.kind != K_CODE && n.kind != K_CDIR)
+	if (!rc && !is_dir_kind(n.kind))
 		rc = -ENOTDIR;
 	if (!rc)
 		rc = snap_add(d, &cap, ".", ino, S_IFDIR);
@@ -165,10 +200,8 @@ void ctl_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	for (size_t i = 0; !rc && n.kind == K_ROOT && i < ctl_nroot; i++)
 		rc = snap_add(d, &cap, ctl_root_files[i].name,
 			      ctl_ino(ctl_root_files[i].kind, NULL),
-			      ctl_root_files[i].kind == K_JOBS ||
-					      ctl_root_files[i].kind == K_CODE ?
-				      S_IFDIR :
-				      S_IFREG);
+			      is_dir_kind(ctl_root_files[i].kind) ? S_IFDIR :
+								    S_IFREG);
 	for (size_t i = 0; !rc && n.kind == K_JOB && i < ctl_njob; i++) {
 		if (ctl_job_files[i].unlisted)
 			continue;
@@ -181,6 +214,8 @@ void ctl_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = snap_code(c, d, &cap);
 	if (!rc && n.kind == K_CDIR)
 		rc = snap_cdir(c, &n, d, &cap);
+	if (!rc && (n.kind == K_SNAPS || n.kind == K_SDIR))
+		rc = snap_snaps(c, &n, d, &cap);
 	ctl_node_put(c, &n);
 	if (rc) {
 		if (d)
@@ -270,6 +305,16 @@ void ctl_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 		ctl_node_put(c, &p);
 		return;
 	}
+	if (!rc && p.kind == K_SNAPS) {
+		struct ctl_node n = { K_SDIR, NULL, 0, NULL };
+		rc = snaps_make(c->snaps, name, &n.serial);
+		if (!rc)
+			ctl_reply_entry(req, c, &n);
+		else
+			fuse_reply_err(req, -rc);
+		ctl_node_put(c, &p);
+		return;
+	}
 	if (!rc && p.kind != K_JOBS)
 		rc = -EPERM;
 	if (!rc && strcmp(name, "latest") == 0)
@@ -336,8 +381,13 @@ void ctl_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ctl_node_put(c, &p);
 		return;
 	}
+	if (!rc && p.kind == K_SNAPS) {
+		fuse_reply_err(req, -snaps_remove(c->snaps, name));
+		ctl_node_put(c, &p);
+		return;
+	}
 	if (!rc && p.kind != K_JOBS)
-		rc = p.kind == K_JOB ? -ENOTDIR : -EPERM;
+		rc = p.kind == K_JOB || p.kind == K_SDIR ? -ENOTDIR : -EPERM;
 	if (!rc && strcmp(name, "latest") == 0)
 		rc = -ENOTDIR;
 	if (!rc) {

@@ -277,6 +277,8 @@ static int make_out(struct ctl *c, struct ctl_fh *fh)
 	case K_CIMAGE:
 		return code_image_text(c->code, fh->node.cx,
 				       (size_t)fh->node.serial, t);
+	case K_SINFO:
+		return snaps_info_json(c->snaps, fh->node.serial, t);
 	default:
 		return -EACCES;
 	}
@@ -310,6 +312,9 @@ void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	case K_WAITALL:
 		jobs_wait_all(c->jobs, fh->set, fh->nset, req, size, off);
+		return;
+	case K_SWAIT:
+		snaps_wait(c->snaps, fh->node.serial, req, size, off);
 		return;
 	case K_JSTDOUT:
 	case K_JSTDERR:

@@ -3,9 +3,10 @@
  * state behind fs->ctl, and open-file handles.
  *
  * Inodes: CTL_INO_BASE + kind for the fixed entries (the root and its
- * files, jobs/, jobs/latest); CTL_INO_BASE + 16 * serial + job kind for
- * the files of the job with that serial (jobs.h). Nothing is allocated
- * per inode, so lookups and forgets need no bookkeeping.
+ * files, jobs/, jobs/latest, snapshots/); CTL_INO_BASE + 16 * serial +
+ * job kind for the files of the job with that serial (jobs.h); ranges
+ * of their own for code contexts, scratch files and snapshots (below). Nothing
+ * is allocated per inode, so lookups and forgets need no bookkeeping.
  */
 #ifndef OSBFS_CTL_I_H
 #define OSBFS_CTL_I_H
@@ -19,6 +20,7 @@
 #include "ctl_text.h"
 #include "jobs.h"
 #include "osbfs.h"
+#include "snaps.h"
 
 #define CTL_INO_BASE (1ull << 48)
 #define CTL_JOB_SHIFT 4
@@ -36,6 +38,7 @@ enum ctl_kind {
 	K_LATEST,
 	K_CODE,
 	K_WAITALL, /* jobs/wait-all */
+	K_SNAPS,   /* snapshots/ */
 	/* in jobs/ID/ */
 	K_JOB,
 	K_JCMD,
@@ -57,6 +60,11 @@ enum ctl_kind {
 	K_SCRATCH,
 	/* an image of a code run, beside its output (serial: its index) */
 	K_CIMAGE,
+	/* a snapshot's directory and its files (serial: the snapshot's,
+	 * snaps.h) */
+	K_SDIR,
+	K_SINFO,
+	K_SWAIT,
 };
 #define K_JOB_FIRST K_JOB
 /* A code context's inodes: CTL_INO_BASE + CODE_INO_BIT + 16 * its
@@ -68,6 +76,9 @@ enum ctl_kind {
 /* Scratch files' inodes: CTL_INO_BASE + SCRATCH_INO_BIT + serial. */
 #define SCRATCH_INO_BIT (1ull << 46)
 #define SCRATCH_MAX 64
+/* A snapshot's inodes: CTL_INO_BASE + SNAP_INO_BIT + 16 * its serial +
+ * (kind - K_SDIR). */
+#define SNAP_INO_BIT (1ull << 43)
 
 /* fs->ctl. Set up by ctl_init() and read-only afterwards, but for the
  * atomics; the jobs have their own lock (jobs_i.h). */
@@ -85,6 +96,7 @@ struct ctl {
 	struct scratch_table *scratch;
 	struct code *code;   /* code/ (code.h) */
 	struct setup *setup; /* jobs/setup (setup.h); NULL without one */
+	struct snaps *snaps; /* snapshots/ (snaps.h) */
 	/* the open control files, freed at the end if their release never
 	 * came (a lazy unmount: the kernel may drop the last ones) */
 	pthread_mutex_t fh_lock; /* a leaf */
@@ -144,6 +156,8 @@ extern const struct ctl_named ctl_job_files[];
 extern const size_t ctl_njob;
 extern const struct ctl_named ctl_code_files[];
 extern const size_t ctl_ncode;
+extern const struct ctl_named ctl_snap_files[];
+extern const size_t ctl_nsnap;
 
 static inline struct ctl *ctl_of(fuse_req_t req)
 {
@@ -224,6 +238,9 @@ int ctl_apply(struct ctl *c, const struct ctl_node *target, const char *buf,
 int ctl_info_json(struct ctl *c, struct text *out);
 /* egress's text (the policy, or why there is none). */
 int ctl_egress_text(struct ctl *c, struct text *out);
+/* Sends everything written through the mount (ctl's sync): 0, or -EIO
+ * and why in @msg. */
+int ctl_sync(struct osbfs *fs, char *msg, size_t msg_size);
 /* Runs the ctl verbs in @buf (one per line). 0 or a negative errno
  * (logged: info's last_error says why). */
 int ctl_exec(struct ctl *c, const char *buf, size_t len);

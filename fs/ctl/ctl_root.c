@@ -215,7 +215,7 @@ static int life_errno(int rc)
 	return rc == -EBUSY || rc == -ENOENT ? rc : fs_errno(rc);
 }
 
-static int verb_sync(struct osbfs *fs, char *msg, size_t msg_size)
+int ctl_sync(struct osbfs *fs, char *msg, size_t msg_size)
 {
 	struct wb_stats st;
 	char which[600];
@@ -260,13 +260,14 @@ static int run_verb(struct ctl *c, const struct ctl_verb *v)
 		rc = life_errno(life_kill(fs, msg, sizeof(msg)));
 		break;
 	case CTL_SYNC:
-		rc = verb_sync(fs, msg, sizeof(msg));
+		rc = ctl_sync(fs, msg, sizeof(msg));
 		break;
 	case CTL_INVALIDATE:
 		fs_invalidate_all(fs);
 		/* the files' content too (a job's end keeps it: the next
 		 * open compares the file's size, mtime and ctime) */
 		cache_drop_clean(fs->cache);
+		snaps_forget_age(c->snaps);
 		/* and the kernel's, before the write returns: a stat just
 		 * after was answered from what it still held */
 		notify_drain(fs);
