@@ -51,6 +51,7 @@ struct ctl;
 struct lifecycle;
 struct notifier;
 struct watch;
+struct feed;
 
 struct osbfs {
 	struct osbfs_options *opt;
@@ -66,6 +67,7 @@ struct osbfs {
 	struct lifecycle *life;
 	struct notifier *notifier;
 	struct watch *watch;
+	struct feed *feed;
 	uid_t uid; /* owner shown for every file */
 	gid_t gid;
 

@@ -1,0 +1,486 @@
+/*
+ * feed.c - the change feed (see feed.h).
+ *
+ * The command, in POSIX sh with find, tr and head only (any image has
+ * them): it keeps stamp files in a directory of its own under /tmp and,
+ * each round, prints every path under the root whose status changed
+ * after the stamp taken before the round before (find -cnewer where
+ * find has it, else -newer), then a "." tick. Each stamp is followed by
+ * a pause longer than the kernel's clock tick for file times, so that a
+ * change made while a round's find runs, after it looked, is newer than
+ * the stamp the next round compares with. A path is printed NUL-terminated and
+ * turned into a line, its newlines and CRs into \1 (execd splits output into
+ * lines, at CRs too): a line with \1 is unsure, and the mount drops all below
+ * its sure part. A directory's line starts with "D", the cksum of its names and
+ * their byte count (changed.h), so the mount's own changes there cost nothing.
+ * More than FEED_BURST paths in a round (an npm install) drop every
+ * cache at once instead. A name that left a directory is reported as a
+ * change of the directory (its mtime and ctime moved).
+ *
+ * Lines: "R" when it is ready (its first stamp taken), "." after each
+ * round, a path, and "E" when it ends after FEED_ROUNDS rounds, so that a
+ * mount that died cannot leave it running for long; a new one then
+ * carries on from its stamps, and what the mount knows stays held. It
+ * ends too as soon as another feed of this mount took its directory.
+ *
+ * The thread runs one command at a time and starts the next only while
+ * the sandbox is Running (a paused sandbox is never woken by it). While
+ * none runs, or its ticks stop for FEED_GRACE, node_feed_live() is false
+ * and every cache has its timeouts again.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "changed.h"
+#include "remote.h"
+#include "feed.h"
+#include "life.h"
+#include "log.h"
+#include "notify.h"
+#include "ops.h"
+#include "osbfs.h"
+#include "watch.h"
+
+#define FEED_BURST 200
+#define FEED_ROUNDS 1200
+#define FEED_BACKOFF_MAX_MS 30000
+
+struct feed {
+	pthread_mutex_t lock; /* guards the fields marked, and cond */
+	pthread_cond_t cond;
+	bool stop, started; /* lock */
+	atomic_int cancel;  /* stops the command's stream */
+	pthread_t thread;
+	char dir[64]; /* the command's directory in the sandbox */
+	long grace_ms;
+	/* the thread's, read by feed_describe under lock */
+	char why[1200]; /* why it is not live */
+	long long live_since_wall;
+	unsigned long starts;
+	unsigned long long reports;
+};
+
+/* One command's run. */
+struct run {
+	struct osbfs *fs;
+	struct feed *f;
+	char id[OSB_ID_MAX];
+	bool carry; /* the one before ended as planned: its stamps hold */
+	bool ready, ended;
+	size_t burst; /* paths since the last tick */
+	/* the table's change_seq at the last tick and at the one before: a
+	 * round's reports were made after the one before was sent, so a
+	 * node this mount changed after seq_before may be newer than its
+	 * report (fs_feed_attr) */
+	uint64_t seq_last, seq_before;
+};
+
+static char *feed_script(struct osbfs *fs, struct feed *f, bool carry)
+{
+	char *root = osb_shell_quote(fs->root);
+	char *out = NULL;
+	if (!root)
+		return NULL;
+	bool all = strcmp(fs->root, "/") == 0;
+	char iv[32];
+	snprintf(iv, sizeof(iv), "%ld.%03ld", fs->opt->feed_interval_ms / 1000,
+		 fs->opt->feed_interval_ms % 1000);
+	const char *prune =
+		all ? "-o -path /proc -o -path /sys -o -path /dev " : "";
+	int n = asprintf(
+		&out,
+		"d=%s; r=%s; me=$$\n"
+		"mkdir -p \"$d\" && echo $me > \"$d/owner\" || exit 3\n"
+		"trap 'rm -rf \"$d\"' TERM INT HUP\n"
+		"c=-cnewer\n"
+		"find \"$d/owner\" -cnewer \"$d/owner\" >/dev/null 2>&1 || "
+		"c=-newer\n"
+		"F='%%f %%s %%.9Y %%.9Z %%U %%G'\n"
+		"export F\n"
+		"g=0\n"
+		"stat --printf \"$F\" -- \"$d/owner\" >/dev/null 2>&1 && g=1\n"
+		"if [ %d = 0 ] || [ ! -f \"$d/s1\" ]; then\n"
+		"  touch \"$d/s1\" || exit 3\n"
+		"  sleep 0.02 2>/dev/null || sleep 1\n"
+		"fi\n"
+		"echo R\n"
+		"n=0\n"
+		"while [ \"$(cat \"$d/owner\" 2>/dev/null)\" = \"$me\" ] && [ "
+		"$n -lt %d ]; do\n"
+		"  touch \"$d/s0\" || exit 3\n"
+		"  sleep 0.02 2>/dev/null || sleep 1\n"
+		"  if [ $g = 1 ]; then\n"
+		"    find \"$r\" \\( -path \"$d\" %s\\) -prune -o $c \"$d/s1\" "
+		"\\( -type d -exec sh -c 'for x; do n=$(QUOTING_STYLE=literal "
+		"LC_ALL=C ls -A \"$x\" 2>/dev/null | cksum) && s=$(stat -c "
+		"\"$F\" -- \"$x\") && printf \"D%%s %%s %%s\\000\" \"$n\" "
+		"\"$s\" \"$x\"; done' sh {} + -o -exec stat --printf \"A$F "
+		"%%n\\000\" -- {} + \\)\n"
+		"  else\n"
+		"    find \"$r\" \\( -path \"$d\" %s\\) -prune -o $c \"$d/s1\" "
+		"\\( -type d -exec sh -c 'for x; do printf \"d%%s %%s\\000\" "
+		"\"$(QUOTING_STYLE=literal LC_ALL=C ls -A \"$x\" 2>/dev/null | "
+		"cksum)\" \"$x\"; done' sh {} + -o -exec printf '%%s\\000' {} "
+		"+ \\)\n"
+		"  fi 2>/dev/null | tr '\\n\\r\\000' '\\001\\001\\n' | head -n "
+		"%d\n"
+		"  mv -f \"$d/s0\" \"$d/s1\" || exit 3\n"
+		"  echo .\n"
+		"  sleep %s\n"
+		"  n=$((n+1))\n"
+		"done\n"
+		"[ $n -ge %d ] && echo E\n",
+		f->dir, root, carry ? 1 : 0, FEED_ROUNDS, prune, prune,
+		FEED_BURST + 1, iv, FEED_ROUNDS);
+	free(root);
+	return n < 0 ? NULL : out;
+}
+
+static void set_live(struct osbfs *fs, bool live, bool carry, long long now)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	if (!live)
+		fs->nodes.feed_since = 0;
+	else if (!(carry && node_feed_live(&fs->nodes, now)))
+		fs->nodes.feed_since = now;
+	if (live)
+		fs->nodes.feed_seen = now;
+	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
+/* A round ended: the table's change_seq now. */
+static uint64_t tick(struct osbfs *fs, long long now)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	if (fs->nodes.feed_since)
+		fs->nodes.feed_seen = now;
+	uint64_t seq = fs->nodes.change_seq;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return seq;
+}
+
+static void got_ready(struct run *r)
+{
+	struct feed *f = r->f;
+	r->ready = true;
+	set_live(r->fs, true, r->carry, mono_ms());
+	pthread_mutex_lock(&f->lock);
+	if (!r->carry || !f->live_since_wall)
+		f->live_since_wall = time(NULL);
+	f->why[0] = '\0';
+	pthread_mutex_unlock(&f->lock);
+	if (!r->carry)
+		log_info("change feed live: what the mount knows holds until "
+			 "the sandbox reports a change");
+}
+
+/* Splits "<crc> <size> rest" off @p: the rest, or NULL. */
+static const char *names_of(const char *p, struct names_sum *ret)
+{
+	char *end;
+	unsigned long long crc = strtoull(p, &end, 10);
+	if (*end != ' ' || crc > UINT32_MAX)
+		return NULL;
+	ret->crc = (uint32_t)crc;
+	ret->size = strtoull(end + 1, &end, 10);
+	return *end == ' ' ? end + 1 : NULL;
+}
+
+/* Splits a stat line (six fields) off @p into @a: the path after it, or
+ * NULL. */
+static const char *attr_of(const char *p, struct fattr *a)
+{
+	const char *q = p;
+	for (int i = 0; i < 6 && q; i++) {
+		q = strchr(q, ' ');
+		q = q ? q + 1 : NULL;
+	}
+	if (!q || q - p > 400)
+		return NULL;
+	char fields[404];
+	memcpy(fields, p, (size_t)(q - p));
+	fields[q - p] = '\0';
+	return remote_parse_stat(fields, a) ? NULL : q;
+}
+
+/*
+ * One report: "/PATH" (changed), "dCRC SIZE PATH" (a directory and its
+ * names), and, where stat can say what they are now, "ASTAT PATH" and
+ * "DCRC SIZE STAT PATH" (STAT: remote_parse_stat()'s six fields).
+ */
+static bool take_report(struct run *r, const char *line, bool unsure)
+{
+	struct osbfs *fs = r->fs;
+	struct names_sum sum;
+	struct fattr a;
+	const char *p = line + 1;
+	switch (line[0]) {
+	case '/':
+		fs_feed_changed(fs, line, unsure);
+		return true;
+	case 'd':
+		p = names_of(p, &sum);
+		if (p && *p == '/')
+			fs_feed_dir(fs, p, unsure, &sum, NULL, r->seq_before);
+		return p && *p == '/';
+	case 'D':
+		p = names_of(p, &sum);
+		p = p ? attr_of(p, &a) : NULL;
+		if (p && *p == '/')
+			fs_feed_dir(fs, p, unsure, &sum, &a, r->seq_before);
+		return p && *p == '/';
+	case 'A':
+		p = attr_of(p, &a);
+		if (p && *p == '/')
+			fs_feed_attr(fs, p, unsure, &a, r->seq_before);
+		return p && *p == '/';
+	}
+	return false;
+}
+
+static void got_path(struct run *r, const char *line)
+{
+	if (!r->ready)
+		return;
+	r->burst++;
+	if (r->burst > FEED_BURST) {
+		if (r->burst == FEED_BURST + 1)
+			fs_invalidate_all(r->fs);
+		return;
+	}
+	if (!take_report(r, line, strchr(line, '\1') != NULL)) {
+		/* what it names is not known: everything */
+		log_warn("change feed: a report not understood; every cache "
+			 "dropped");
+		fs_invalidate_all(r->fs);
+	}
+	pthread_mutex_lock(&r->f->lock);
+	r->f->reports++;
+	pthread_mutex_unlock(&r->f->lock);
+}
+
+static int on_event(void *arg, const struct osb_event *ev)
+{
+	struct run *r = arg;
+	if (atomic_load(&r->f->cancel))
+		return -ECANCELED;
+	if (ev->type == OSB_EV_INIT && ev->text)
+		snprintf(r->id, sizeof(r->id), "%s", ev->text);
+	if (ev->type != OSB_EV_STDOUT || !ev->text)
+		return 0;
+	const char *t = ev->text;
+	if (strcmp(t, "R") == 0) {
+		got_ready(r);
+	} else if (strcmp(t, ".") == 0) {
+		r->burst = 0;
+		r->seq_before = r->seq_last;
+		r->seq_last = tick(r->fs, mono_ms());
+	} else if (strcmp(t, "E") == 0) {
+		r->ended = true;
+	} else if (strchr("/dDA", t[0])) {
+		got_path(r, t);
+	}
+	return 0;
+}
+
+static void set_why(struct feed *f, const char *fmt, const char *arg)
+{
+	pthread_mutex_lock(&f->lock);
+	snprintf(f->why, sizeof(f->why), fmt, arg);
+	f->live_since_wall = 0;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* One command, to its end. Returns whether it ended as planned. */
+static bool run_once(struct osbfs *fs, struct feed *f, bool carry)
+{
+	struct run r = { .fs = fs, .f = f, .carry = carry };
+	char *script = feed_script(fs, f, carry);
+	if (!script) {
+		set_why(f, "%s", "out of memory");
+		return false;
+	}
+	struct osb_command_opts o;
+	osb_command_opts_init(&o);
+	struct osb_error err = { 0 };
+	int code = 0;
+	pthread_mutex_lock(&f->lock);
+	f->starts++;
+	pthread_mutex_unlock(&f->lock);
+	int rc = osb_command_run(fs->sb, script, &o, on_event, &r, &code, NULL,
+				 &err);
+	free(script);
+	if (!rc && r.ended)
+		return true; /* what it held stays held by the next one */
+	set_live(fs, false, false, 0);
+	if (atomic_load(&f->cancel)) {
+		if (r.id[0]) {
+			struct osb_error e2 = { 0 };
+			osb_command_interrupt(fs->sb, r.id, &e2);
+		}
+		return false;
+	}
+	char why[1100];
+	if (rc)
+		snprintf(why, sizeof(why), "%s",
+			 err.message[0] ? err.message : strerror(-rc));
+	else
+		snprintf(why, sizeof(why), "its command ended (exit %d)", code);
+	set_why(f, "broke: %s; the timeouts apply", why);
+	log_warn("change feed broke: %s; cached attributes and listings "
+		 "expire after their timeouts until it is back",
+		 why);
+	return false;
+}
+
+static bool running(struct osbfs *fs)
+{
+	struct life_info li;
+	life_get(fs, &li);
+	return strcmp(li.state, "Running") == 0 && !watch_away(fs);
+}
+
+/* Waits @ms or until stopped; true when stopped. */
+static bool nap(struct feed *f, long ms)
+{
+	struct timespec ts;
+	cond_deadline(&ts, ms);
+	pthread_mutex_lock(&f->lock);
+	if (!f->stop)
+		pthread_cond_timedwait(&f->cond, &f->lock, &ts);
+	bool stop = f->stop;
+	pthread_mutex_unlock(&f->lock);
+	return stop;
+}
+
+static void *feed_thread(void *arg)
+{
+	struct osbfs *fs = arg;
+	struct feed *f = fs->feed;
+	long backoff = 1000;
+	bool carry = false;
+
+	watch_exempt_thread();
+	osb_cancel_flag_set(&f->cancel);
+	osb_thread_set_retries(0);
+	while (!nap(f, 0)) {
+		if (!running(fs)) {
+			set_why(f, "%s", "waits for the sandbox to run");
+			carry = false;
+			if (nap(f, 1000))
+				break;
+			continue;
+		}
+		long long began = mono_ms();
+		carry = run_once(fs, f, carry);
+		if (carry) {
+			backoff = 1000;
+			continue;
+		}
+		if (mono_ms() - began > 60000)
+			backoff = 1000;
+		if (nap(f, backoff))
+			break;
+		backoff = backoff * 2 > FEED_BACKOFF_MAX_MS ?
+				  FEED_BACKOFF_MAX_MS :
+				  backoff * 2;
+	}
+	osb_cancel_flag_set(NULL);
+	return NULL;
+}
+
+int feed_init(struct osbfs *fs)
+{
+	if (!fs->opt->feed)
+		return 0;
+	struct feed *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	unsigned char rnd[8];
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+		free(f);
+		return -EIO;
+	}
+	int off = snprintf(f->dir, sizeof(f->dir), "/tmp/.osbfs-feed-");
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		off += snprintf(f->dir + off, sizeof(f->dir) - (size_t)off,
+				"%02x", rnd[i]);
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	f->grace_ms = 4 * fs->opt->feed_interval_ms + 1500;
+	snprintf(f->why, sizeof(f->why), "starting");
+	fs->nodes.feed_grace_ms = f->grace_ms;
+	fs->feed = f;
+	return 0;
+}
+
+int feed_start(struct osbfs *fs)
+{
+	struct feed *f = fs->feed;
+	if (!f)
+		return 0;
+	int rc = pthread_create(&f->thread, NULL, feed_thread, fs);
+	if (rc)
+		return -rc;
+	f->started = true;
+	return 0;
+}
+
+void feed_stop(struct osbfs *fs)
+{
+	struct feed *f = fs->feed;
+	if (!f || !f->started)
+		return;
+	pthread_mutex_lock(&f->lock);
+	f->stop = true;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	atomic_store(&f->cancel, 1);
+	pthread_join(f->thread, NULL);
+	f->started = false;
+	set_live(fs, false, false, 0);
+}
+
+void feed_release(struct osbfs *fs)
+{
+	struct feed *f = fs->feed;
+	if (!f)
+		return;
+	feed_stop(fs);
+	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->cond);
+	free(f);
+	fs->feed = NULL;
+}
+
+void feed_describe(struct osbfs *fs, char *buf, size_t size)
+{
+	struct feed *f = fs->feed;
+	if (!f) {
+		snprintf(buf, size, "off (feed=no): the timeouts apply");
+		return;
+	}
+	pthread_mutex_lock(&fs->nodes.lock);
+	bool live = node_feed_live(&fs->nodes, mono_ms());
+	pthread_mutex_unlock(&fs->nodes.lock);
+	pthread_mutex_lock(&f->lock);
+	if (live) {
+		char when[32];
+		struct tm tm;
+		time_t t = f->live_since_wall;
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ",
+			 gmtime_r(&t, &tm));
+		snprintf(buf, size, "live since %s, %llu changes reported",
+			 when, f->reports);
+	} else {
+		snprintf(buf, size, "not live (%s)",
+			 f->why[0] ? f->why : "no tick lately");
+	}
+	pthread_mutex_unlock(&f->lock);
+}
