@@ -27,8 +27,8 @@
  *   6. the cache's lock (cache_i.h), with its condition variables
  *   7. leaves, under which nothing else is taken: fs->statfs_lock, the
  *      lifecycle's (life.c), the server watch's (watch.c), the kernel
- *      notifier's queue (notify.c), the background puller's (pull.c)
- *      and the log's (log.c)
+ *      notifier's queue (notify.c), the background puller's (pull.c),
+ *      the change feed's (feed.c) and the log's (log.c)
  *
  * js->lock and the locks 3 to 6 are never held together. Apart from 1
  * and 3, no lock is held across a request to the sandbox.

@@ -1,32 +1,46 @@
 /*
  * feed.c - the change feed (see feed.h).
  *
- * The command, in POSIX sh with find, tr and head only (any image has
- * them): it keeps stamp files in a directory of its own under /tmp and,
- * each round, prints every path under the root whose status changed
- * after the stamp taken before the round before (find -cnewer where
- * find has it, else -newer), then a "." tick. Each stamp is followed by
- * a pause longer than the kernel's clock tick for file times, so that a
- * change made while a round's find runs, after it looked, is newer than
- * the stamp the next round compares with. A path is printed NUL-terminated and
- * turned into a line, its newlines and CRs into \1 (execd splits output into
- * lines, at CRs too): a line with \1 is unsure, and the mount drops all below
- * its sure part. A directory's line starts with "D", the cksum of its names and
- * their byte count (changed.h), so the mount's own changes there cost nothing.
- * More than FEED_BURST paths in a round (an npm install) drop every
- * cache at once instead. A name that left a directory is reported as a
- * change of the directory (its mtime and ctime moved).
+ * The command is POSIX sh with find, ls, cksum, tr and head (any image
+ * has them). It keeps stamp files in a directory of its own under /tmp
+ * and, each round, reports every path under the root whose status
+ * changed after the stamp taken before the round before (find -cnewer
+ * where find has it, else -newer). Each stamp is followed by a pause
+ * longer than the kernel's clock tick for file times, so that a change
+ * made while a round's find runs, after it looked, is newer than the
+ * stamp the next round compares with. A name that left a directory is
+ * reported as a change of the directory (its mtime and ctime moved).
  *
- * Lines: "R" when it is ready (its first stamp taken), "." after each
- * round, a path, and "E" when it ends after FEED_ROUNDS rounds, so that a
- * mount that died cannot leave it running for long; a new one then
- * carries on from its stamps, and what the mount knows stays held. It
- * ends too as soon as another feed of this mount took its directory.
+ * Its lines:
+ *   R            ready: its first stamp is taken
+ *   /PATH        PATH changed
+ *   dCRC N PATH  directory PATH changed; its names' cksum (changed.h)
+ *   ASTAT PATH   PATH changed and is now STAT (remote_parse_stat()'s
+ *                six fields), where GNU stat can say it
+ *   DCRC N STAT PATH  a directory, its names and then its attributes
+ *   . W          a round ended; the next in W ms: the interval, or four
+ *                times as long as the round took where date can say, so
+ *                that a big tree costs the sandbox at most a fifth of a
+ *                CPU (and the mount waits that much longer for a tick)
+ *   E            it ends after FEED_ROUNDS rounds, so that a mount that
+ *                died cannot leave it running for long; the next one
+ *                carries on from its stamps, and what the mount knows
+ *                stays held
+ * It ends too as soon as another feed of this mount took its directory.
+ * Paths are printed NUL-terminated and turned into lines, newlines and
+ * CRs into \1 (execd splits output into lines, at CRs too): a line with
+ * \1 is unsure, and the mount drops all below its sure part. More than
+ * FEED_BURST reports in a round (an npm install) drop every cache at
+ * once instead.
+ *
+ * With attributes, the mount takes what changed as if it had asked; so
+ * its own uploads and renames, reported like anyone's, cost nothing.
+ * Without, what changed is asked again when next used.
  *
  * The thread runs one command at a time and starts the next only while
  * the sandbox is Running (a paused sandbox is never woken by it). While
- * none runs, or its ticks stop for FEED_GRACE, node_feed_live() is false
- * and every cache has its timeouts again.
+ * none runs, or its ticks stop, node_feed_live() is false and every
+ * cache has its timeouts again.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -50,6 +64,8 @@
 #define FEED_BURST 200
 #define FEED_ROUNDS 1200
 #define FEED_BACKOFF_MAX_MS 30000
+/* a tick later than twice its pause plus this: the feed is not live */
+#define FEED_SLACK_MS 1500
 
 struct feed {
 	pthread_mutex_t lock; /* guards the fields marked, and cond */
@@ -88,9 +104,6 @@ static char *feed_script(struct osbfs *fs, struct feed *f, bool carry)
 	if (!root)
 		return NULL;
 	bool all = strcmp(fs->root, "/") == 0;
-	char iv[32];
-	snprintf(iv, sizeof(iv), "%ld.%03ld", fs->opt->feed_interval_ms / 1000,
-		 fs->opt->feed_interval_ms % 1000);
 	const char *prune =
 		all ? "-o -path /proc -o -path /sys -o -path /dev " : "";
 	int n = asprintf(
@@ -109,12 +122,16 @@ static char *feed_script(struct osbfs *fs, struct feed *f, bool carry)
 		"  touch \"$d/s1\" || exit 3\n"
 		"  sleep 0.02 2>/dev/null || sleep 1\n"
 		"fi\n"
+		"t=0\n"
+		"case $(date +%%s%%N 2>/dev/null) in *[!0-9]*|'') ;; *) t=1;; "
+		"esac\n"
 		"echo R\n"
 		"n=0\n"
 		"while [ \"$(cat \"$d/owner\" 2>/dev/null)\" = \"$me\" ] && [ "
 		"$n -lt %d ]; do\n"
 		"  touch \"$d/s0\" || exit 3\n"
 		"  sleep 0.02 2>/dev/null || sleep 1\n"
+		"  [ $t = 1 ] && a=$(date +%%s%%N)\n"
 		"  if [ $g = 1 ]; then\n"
 		"    find \"$r\" \\( -path \"$d\" %s\\) -prune -o $c \"$d/s1\" "
 		"\\( -type d -exec sh -c 'for x; do n=$(QUOTING_STYLE=literal "
@@ -131,13 +148,18 @@ static char *feed_script(struct osbfs *fs, struct feed *f, bool carry)
 		"  fi 2>/dev/null | tr '\\n\\r\\000' '\\001\\001\\n' | head -n "
 		"%d\n"
 		"  mv -f \"$d/s0\" \"$d/s1\" || exit 3\n"
-		"  echo .\n"
-		"  sleep %s\n"
+		"  w=%ld\n"
+		"  if [ $t = 1 ]; then\n"
+		"    e=$((($(date +%%s%%N) - a) / 1000000))\n"
+		"    [ $((e * 4)) -gt $w ] && w=$((e * 4))\n"
+		"  fi\n"
+		"  echo \". $w\"\n"
+		"  sleep $((w / 1000)).$(printf '%%03d' $((w %% 1000)))\n"
 		"  n=$((n+1))\n"
 		"done\n"
 		"[ $n -ge %d ] && echo E\n",
 		f->dir, root, carry ? 1 : 0, FEED_ROUNDS, prune, prune,
-		FEED_BURST + 1, iv, FEED_ROUNDS);
+		FEED_BURST + 1, fs->opt->feed_interval_ms, FEED_ROUNDS);
 	free(root);
 	return n < 0 ? NULL : out;
 }
@@ -155,11 +177,17 @@ static void set_live(struct osbfs *fs, bool live, bool carry, long long now)
 }
 
 /* A round ended: the table's change_seq now. */
-static uint64_t tick(struct osbfs *fs, long long now)
+static uint64_t tick(struct osbfs *fs, long long now, long next_ms)
 {
+	if (next_ms < fs->opt->feed_interval_ms || next_ms > 3600L * 1000)
+		next_ms = fs->opt->feed_interval_ms;
 	pthread_mutex_lock(&fs->nodes.lock);
-	if (fs->nodes.feed_since)
+	if (fs->nodes.feed_since) {
 		fs->nodes.feed_seen = now;
+		/* a round over a big tree takes long, and the pause after it
+		 * is longer, so that the feed costs the sandbox little */
+		fs->nodes.feed_grace_ms = 2 * next_ms + FEED_SLACK_MS;
+	}
 	uint64_t seq = fs->nodes.change_seq;
 	pthread_mutex_unlock(&fs->nodes.lock);
 	return seq;
@@ -277,13 +305,15 @@ static int on_event(void *arg, const struct osb_event *ev)
 	const char *t = ev->text;
 	if (strcmp(t, "R") == 0) {
 		got_ready(r);
-	} else if (strcmp(t, ".") == 0) {
+	} else if (t[0] == '.' && (t[1] == ' ' || !t[1])) {
+		/* ". W": the next comes in about W ms */
+		long w = t[1] ? strtol(t + 2, NULL, 10) : 0;
 		r->burst = 0;
 		r->seq_before = r->seq_last;
-		r->seq_last = tick(r->fs, mono_ms());
+		r->seq_last = tick(r->fs, mono_ms(), w);
 	} else if (strcmp(t, "E") == 0) {
 		r->ended = true;
-	} else if (strchr("/dDA", t[0])) {
+	} else if (t[0] && strchr("/dDA", t[0])) {
 		got_path(r, t);
 	}
 	return 0;
@@ -308,12 +338,13 @@ static bool run_once(struct osbfs *fs, struct feed *f, bool carry)
 	}
 	struct osb_command_opts o;
 	osb_command_opts_init(&o);
+	o.no_follow = true;
 	struct osb_error err = { 0 };
 	int code = 0;
 	pthread_mutex_lock(&f->lock);
 	f->starts++;
 	pthread_mutex_unlock(&f->lock);
-	int rc = osb_command_run(fs->sb, script, &o, on_event, &r, &code, NULL,
+	int rc = osb_command_run(fs->sb, script, &o, on_event, &r, &code, r.id,
 				 &err);
 	free(script);
 	if (!rc && r.ended)
@@ -321,8 +352,12 @@ static bool run_once(struct osbfs *fs, struct feed *f, bool carry)
 	set_live(fs, false, false, 0);
 	if (atomic_load(&f->cancel)) {
 		if (r.id[0]) {
+			/* the command ends with the mount (its flag would
+			 * cancel this request too) */
 			struct osb_error e2 = { 0 };
+			osb_cancel_flag_set(NULL);
 			osb_command_interrupt(fs->sb, r.id, &e2);
+			osb_cancel_flag_set(&f->cancel);
 		}
 		return false;
 	}
@@ -413,7 +448,7 @@ int feed_init(struct osbfs *fs)
 				"%02x", rnd[i]);
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
-	f->grace_ms = 4 * fs->opt->feed_interval_ms + 1500;
+	f->grace_ms = 2 * fs->opt->feed_interval_ms + FEED_SLACK_MS;
 	snprintf(f->why, sizeof(f->why), "starting");
 	fs->nodes.feed_grace_ms = f->grace_ms;
 	fs->feed = f;

@@ -279,7 +279,8 @@ static int attr_from_listing(struct osbfs *fs, struct held *h, struct held *ph,
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct node *p = ph->n, *n = h->n;
 	if (n->parent == p && p->list_valid && p->listed_at >= since) {
-		if (node_has_local(fs, n) || node_attr_fresh(&fs->nodes, n, mono_ms())) {
+		if (node_has_local(fs, n) ||
+		    node_attr_fresh(&fs->nodes, n, mono_ms())) {
 			if (ret)
 				*ret = n->attr;
 			rc = 0;
@@ -478,7 +479,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	struct node *c = node_child(&fs->nodes, p, name);
 	bool listed = node_list_fresh(&fs->nodes, p, now);
-	if (c && (node_has_local(fs, c) || node_attr_fresh(&fs->nodes, c, now))) {
+	if (c &&
+	    (node_has_local(fs, c) || node_attr_fresh(&fs->nodes, c, now))) {
 		pthread_mutex_unlock(&fs->nodes.lock);
 		reply_node_entry(req, fs, c);
 		return;

@@ -934,7 +934,8 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 		rc = -EINVAL;
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
-		if (h.n->link_target && node_attr_fresh(&fs->nodes, h.n, mono_ms()))
+		if (h.n->link_target &&
+		    node_attr_fresh(&fs->nodes, h.n, mono_ms()))
 			target = strdup(h.n->link_target);
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}
