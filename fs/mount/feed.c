@@ -13,6 +13,10 @@
  *
  * Its lines:
  *   R            ready: its first stamp is taken
+ *   R back       ready, and its first round reports what changed since
+ *                the time the mount asked for (what the feed before it
+ *                had not reported yet, with a margin): what the mount
+ *                held then still holds
  *   /PATH        PATH changed
  *   dCRC N PATH  directory PATH changed; its names' cksum (changed.h)
  *   ASTAT PATH   PATH changed and is now STAT (remote_parse_stat()'s
@@ -24,8 +28,7 @@
  *                CPU (and the mount waits that much longer for a tick)
  *   E            it ends after FEED_ROUNDS rounds, so that a mount that
  *                died cannot leave it running for long; the next one
- *                carries on from its stamps, and what the mount knows
- *                stays held
+ *                starts at once and goes back to its last round
  * It ends too as soon as another feed of this mount took its directory.
  * Paths are printed NUL-terminated and turned into lines, newlines and
  * CRs into \1 (execd splits output into lines, at CRs too): a line with
@@ -64,6 +67,11 @@
 #define FEED_BURST 200
 #define FEED_ROUNDS 1200
 #define FEED_BACKOFF_MAX_MS 30000
+/* a new feed's first round reports what changed since the last one's
+ * last round began, less this margin (the time a command takes to
+ * start), if that was less than FEED_BACK_MAX_MS ago */
+#define FEED_BACK_MARGIN_S 10
+#define FEED_BACK_MAX_MS (10 * 60 * 1000)
 /* a tick later than twice its pause plus this: the feed is not live */
 #define FEED_SLACK_MS 1500
 
@@ -80,6 +88,11 @@ struct feed {
 	long long live_since_wall;
 	unsigned long starts;
 	unsigned long long reports;
+	/* the thread's own: every change made before covered (monotonic
+	 * ms, less a margin) was reported; the feed_since a feed that starts
+	 * by reporting what changed since then keeps */
+	long long covered, held_since;
+	bool said_live;
 };
 
 /* One command's run. */
@@ -87,7 +100,7 @@ struct run {
 	struct osbfs *fs;
 	struct feed *f;
 	char id[OSB_ID_MAX];
-	bool carry; /* the one before ended as planned: its stamps hold */
+	long long last_tick; /* monotonic ms: the last tick (or "R") came */
 	bool ready, ended;
 	size_t burst; /* paths since the last tick */
 	/* the table's change_seq at the last tick and at the one before: a
@@ -97,7 +110,7 @@ struct run {
 	uint64_t seq_last, seq_before;
 };
 
-static char *feed_script(struct osbfs *fs, struct feed *f, bool carry)
+static char *feed_script(struct osbfs *fs, struct feed *f, long back_s)
 {
 	char *root = osb_shell_quote(fs->root);
 	char *out = NULL;
@@ -118,14 +131,18 @@ static char *feed_script(struct osbfs *fs, struct feed *f, bool carry)
 		"export F\n"
 		"g=0\n"
 		"stat --printf \"$F\" -- \"$d/owner\" >/dev/null 2>&1 && g=1\n"
-		"if [ %d = 0 ] || [ ! -f \"$d/s1\" ]; then\n"
-		"  touch \"$d/s1\" || exit 3\n"
-		"  sleep 0.02 2>/dev/null || sleep 1\n"
-		"fi\n"
 		"t=0\n"
 		"case $(date +%%s%%N 2>/dev/null) in *[!0-9]*|'') ;; *) t=1;; "
 		"esac\n"
-		"echo R\n"
+		"b=%ld\n"
+		"if [ $b -gt 0 ] && touch -d \"@$(($(date +%%s) - b))\" "
+		"\"$d/s1\" 2>/dev/null; then\n"
+		"  echo 'R back'\n"
+		"else\n"
+		"  touch \"$d/s1\" || exit 3\n"
+		"  sleep 0.02 2>/dev/null || sleep 1\n"
+		"  echo R\n"
+		"fi\n"
 		"n=0\n"
 		"while [ \"$(cat \"$d/owner\" 2>/dev/null)\" = \"$me\" ] && [ "
 		"$n -lt %d ]; do\n"
@@ -158,21 +175,18 @@ static char *feed_script(struct osbfs *fs, struct feed *f, bool carry)
 		"  n=$((n+1))\n"
 		"done\n"
 		"[ $n -ge %d ] && echo E\n",
-		f->dir, root, carry ? 1 : 0, FEED_ROUNDS, prune, prune,
-		FEED_BURST + 1, fs->opt->feed_interval_ms, FEED_ROUNDS);
+		f->dir, root, back_s, FEED_ROUNDS, prune, prune, FEED_BURST + 1,
+		fs->opt->feed_interval_ms, FEED_ROUNDS);
 	free(root);
 	return n < 0 ? NULL : out;
 }
 
-static void set_live(struct osbfs *fs, bool live, bool carry, long long now)
+/* The feed is live from @since (0: not live). */
+static void set_live(struct osbfs *fs, long long since, long long now)
 {
 	pthread_mutex_lock(&fs->nodes.lock);
-	if (!live)
-		fs->nodes.feed_since = 0;
-	else if (!(carry && node_feed_live(&fs->nodes, now)))
-		fs->nodes.feed_since = now;
-	if (live)
-		fs->nodes.feed_seen = now;
+	fs->nodes.feed_since = since;
+	fs->nodes.feed_seen = now;
 	pthread_mutex_unlock(&fs->nodes.lock);
 }
 
@@ -193,19 +207,30 @@ static uint64_t tick(struct osbfs *fs, long long now, long next_ms)
 	return seq;
 }
 
-static void got_ready(struct run *r)
+/* "R", or "R back": its first round reports what changed since the
+ * time asked (run_once), so what was held before still is. */
+static void got_ready(struct run *r, bool back)
 {
 	struct feed *f = r->f;
+	long long now = mono_ms();
+	bool kept = back && f->held_since;
 	r->ready = true;
-	set_live(r->fs, true, r->carry, mono_ms());
+	r->last_tick = now;
+	if (!kept)
+		f->held_since = now;
+	set_live(r->fs, f->held_since, now);
 	pthread_mutex_lock(&f->lock);
-	if (!r->carry || !f->live_since_wall)
+	if (!kept || !f->live_since_wall)
 		f->live_since_wall = time(NULL);
 	f->why[0] = '\0';
 	pthread_mutex_unlock(&f->lock);
-	if (!r->carry)
+	if (!f->said_live)
 		log_info("change feed live: what the mount knows holds until "
 			 "the sandbox reports a change");
+	else if (!kept)
+		log_info("change feed live again; what the mount knew before "
+			 "is asked again when used");
+	f->said_live = true;
 }
 
 /* Splits "<crc> <size> rest" off @p: the rest, or NULL. */
@@ -303,12 +328,16 @@ static int on_event(void *arg, const struct osb_event *ev)
 	if (ev->type != OSB_EV_STDOUT || !ev->text)
 		return 0;
 	const char *t = ev->text;
-	if (strcmp(t, "R") == 0) {
-		got_ready(r);
+	if (strcmp(t, "R") == 0 || strcmp(t, "R back") == 0) {
+		got_ready(r, t[1] != '\0');
 	} else if (t[0] == '.' && (t[1] == ' ' || !t[1])) {
 		/* ". W": the next comes in about W ms */
 		long w = t[1] ? strtol(t + 2, NULL, 10) : 0;
 		r->burst = 0;
+		/* this round reported every change made before the round
+		 * began, after the last tick was sent */
+		r->f->covered = r->last_tick;
+		r->last_tick = mono_ms();
 		r->seq_before = r->seq_last;
 		r->seq_last = tick(r->fs, mono_ms(), w);
 	} else if (strcmp(t, "E") == 0) {
@@ -328,10 +357,18 @@ static void set_why(struct feed *f, const char *fmt, const char *arg)
 }
 
 /* One command, to its end. Returns whether it ended as planned. */
-static bool run_once(struct osbfs *fs, struct feed *f, bool carry)
+static bool run_once(struct osbfs *fs, struct feed *f)
 {
-	struct run r = { .fs = fs, .f = f, .carry = carry };
-	char *script = feed_script(fs, f, carry);
+	struct run r = { .fs = fs, .f = f };
+	/* its first round goes back to what the last one had not seen, with
+	 * a margin for the time the command takes to start */
+	long long gap = mono_ms() - f->covered;
+	long back_s = f->covered && gap < FEED_BACK_MAX_MS ?
+			      (long)(gap / 1000) + FEED_BACK_MARGIN_S :
+			      0;
+	if (!back_s)
+		f->held_since = 0;
+	char *script = feed_script(fs, f, back_s);
 	if (!script) {
 		set_why(f, "%s", "out of memory");
 		return false;
@@ -348,8 +385,8 @@ static bool run_once(struct osbfs *fs, struct feed *f, bool carry)
 				 &err);
 	free(script);
 	if (!rc && r.ended)
-		return true; /* what it held stays held by the next one */
-	set_live(fs, false, false, 0);
+		return true; /* the next one goes on from its last tick */
+	set_live(fs, 0, 0);
 	if (atomic_load(&f->cancel)) {
 		if (r.id[0]) {
 			/* the command ends with the mount (its flag would
@@ -399,7 +436,6 @@ static void *feed_thread(void *arg)
 	struct osbfs *fs = arg;
 	struct feed *f = fs->feed;
 	long backoff = 1000;
-	bool carry = false;
 
 	watch_exempt_thread();
 	osb_cancel_flag_set(&f->cancel);
@@ -407,14 +443,12 @@ static void *feed_thread(void *arg)
 	while (!nap(f, 0)) {
 		if (!running(fs)) {
 			set_why(f, "%s", "waits for the sandbox to run");
-			carry = false;
 			if (nap(f, 1000))
 				break;
 			continue;
 		}
 		long long began = mono_ms();
-		carry = run_once(fs, f, carry);
-		if (carry) {
+		if (run_once(fs, f)) {
 			backoff = 1000;
 			continue;
 		}
@@ -450,6 +484,8 @@ int feed_init(struct osbfs *fs)
 	pthread_cond_init(&f->cond, NULL);
 	f->grace_ms = 2 * fs->opt->feed_interval_ms + FEED_SLACK_MS;
 	snprintf(f->why, sizeof(f->why), "starting");
+	/* nothing was known before the mount began */
+	f->covered = f->held_since = mono_ms();
 	fs->nodes.feed_grace_ms = f->grace_ms;
 	fs->feed = f;
 	return 0;
@@ -479,7 +515,7 @@ void feed_stop(struct osbfs *fs)
 	atomic_store(&f->cancel, 1);
 	pthread_join(f->thread, NULL);
 	f->started = false;
-	set_live(fs, false, false, 0);
+	set_live(fs, 0, 0);
 }
 
 void feed_release(struct osbfs *fs)

@@ -275,6 +275,7 @@ void fs_feed_dir(struct osbfs *fs, const char *path, bool unsure,
 		 * attributes were: the listing is as good as one asked now,
 		 * and so are they unless it is changing them */
 		n->list_expiry = now + fs->nodes.list_ms;
+		n->list_ours = false; /* the sandbox's answer now */
 		if (a && !own_attr_change(n, since) && !node_has_local(fs, n)) {
 			special_take(n, a, fs->nodes.change_seq);
 			node_set_attr(n, a, now + fs->opt->attr_timeout_ms);
