@@ -71,7 +71,7 @@
  * last round began, less this margin (the time a command takes to
  * start), if that was less than FEED_BACK_MAX_MS ago */
 #define FEED_BACK_MARGIN_S 10
-#define FEED_BACK_MAX_MS (10 * 60 * 1000)
+#define FEED_BACK_MAX_MS (10LL * 60 * 1000)
 /* a tick later than twice its pause plus this: the feed is not live */
 #define FEED_SLACK_MS 1500
 
