@@ -45,7 +45,7 @@ static int check_id(const char *id, struct osb_error *err)
  * (output after the break is lost; the exit code is not).
  */
 static int run_stream(struct osb_sandbox *sb, const char *path,
-		      const char *body, const char *what,
+		      const char *body, const char *what, bool follow,
 		      struct event_stream *s, struct osb_error *err)
 {
 	struct http_response rs = { 0 };
@@ -66,7 +66,7 @@ static int run_stream(struct osb_sandbox *sb, const char *path,
 	http_response_release(&rs);
 	if (!rc || s->rc)
 		return event_stream_finish(s, err);
-	if (!broken || !s->id[0] || strcmp(path, "/command") != 0)
+	if (!broken || !follow || !s->id[0] || strcmp(path, "/command") != 0)
 		return rc;
 
 	for (int failures = 0;;) {
@@ -111,12 +111,13 @@ static int command_run(struct osb_sandbox *sb, const char *cmd,
 	if (!body)
 		return -ENOMEM;
 	event_stream_init(&s, fn, arg);
-	int rc = run_stream(sb, "/command", body, NULL, &s, err);
+	int rc = run_stream(sb, "/command", body, NULL, !(o && o->no_follow),
+			    &s, err);
+	if (ret_id && s.id[0])
+		snprintf(ret_id, OSB_ID_MAX, "%s", s.id);
 	if (!rc) {
 		if (ret_exit_code)
 			*ret_exit_code = s.exit_code;
-		if (ret_id)
-			snprintf(ret_id, OSB_ID_MAX, "%s", s.id);
 		if (ret_lost)
 			*ret_lost = s.output_lost;
 	}
@@ -210,7 +211,7 @@ int osb_command_start(struct osb_sandbox *sb, const char *cmd,
 	if (!body)
 		return -ENOMEM;
 	event_stream_init(&s, NULL, NULL);
-	int rc = run_stream(sb, "/command", body, NULL, &s, err);
+	int rc = run_stream(sb, "/command", body, NULL, true, &s, err);
 	if (!rc && s.failed) {
 		osb_error_set(
 			err, 200, "", "POST /command: could not start: %s",
@@ -375,7 +376,7 @@ int osb_session_run(struct osb_sandbox *sb, const char *id, const char *cmd,
 		return -ENOMEM;
 	}
 	event_stream_init(&s, fn, arg);
-	rc = run_stream(sb, path.data, body, NULL, &s, err);
+	rc = run_stream(sb, path.data, body, NULL, true, &s, err);
 	if (!rc && ret_exit_code)
 		*ret_exit_code = s.exit_code;
 	event_stream_release(&s);

@@ -796,8 +796,10 @@ struct osb_command_opts {
 	long timeout_ms; /* 0 = none */
 	int uid, gid;    /* -1 = execd's; gid needs uid */
 	const struct osb_kvlist *envs;
+	bool no_follow; /* osb_command_run(): a stream that breaks ends the
+			   call, the command is not followed to its end */
 };
-/* Sets the defaults: no cwd, no timeout, uid/gid -1, no envs. */
+/* Sets the defaults: no cwd, no timeout, uid/gid -1, no envs, follow. */
 void osb_command_opts_init(struct osb_command_opts *o);
 
 #define OSB_ID_MAX 96
@@ -807,7 +809,9 @@ void osb_command_opts_init(struct osb_command_opts *o);
  * event goes to @fn (may be NULL) as it arrives. Returns when the command
  * ended, with *ret_exit_code (may be NULL) = its exit status, or -1 when a
  * signal ended it; ret_id (may be NULL, OSB_ID_MAX bytes) gets the
- * command's id. Not retried once sent.
+ * command's id, on failure too once it is known. Not retried once sent.
+ * A stream that breaks after the command started is followed by the
+ * command's status to its end, unless @o says no_follow.
  */
 int osb_command_run(struct osb_sandbox *sb, const char *cmd,
 		    const struct osb_command_opts *o, osb_event_fn fn,

@@ -28,8 +28,8 @@
  *   7. leaves, under which nothing else is taken: fs->statfs_lock, the
  *      lifecycle's (life.c), the server watch's (watch.c), the kernel
  *      notifier's queue (notify.c), the background puller's (pull.c),
- *      the extended attributes' table's (xattr.c: only the log's is
- *      taken under it) and the log's (log.c)
+ *      the change feed's (feed.c), the extended attributes' table's
+ *      (xattr.c: only the log's is taken under it) and the log's (log.c)
  *
  * js->lock and the locks 3 to 6 are never held together. Apart from 1
  * and 3, no lock is held across a request to the sandbox.
@@ -53,6 +53,7 @@ struct lifecycle;
 struct notifier;
 struct watch;
 struct xattrs;
+struct feed;
 
 struct osbfs {
 	struct osbfs_options *opt;
@@ -70,6 +71,7 @@ struct osbfs {
 	struct watch *watch;
 	/* the user.* extended attributes the mount keeps (xattr.h) */
 	struct xattrs *xattrs;
+	struct feed *feed;
 	uid_t uid; /* owner shown for every file */
 	gid_t gid;
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "feed.h"
 #include "ctl_i.h"
 #include "ctl_parse.h"
 #include "holder.h"
@@ -138,6 +139,11 @@ static int info_line(struct ctl *c, struct text *out)
 	rc = rc ? rc :
 		  text_printf(out, ",\"server_silent_s\":%lld",
 			      (watch_silent_ms(fs) + 999) / 1000);
+	/* whether a tree nobody changed is asked again (feed.h) */
+	char feed[1400];
+	feed_describe(fs, feed, sizeof(feed));
+	rc = rc ? rc : text_adds(out, ",\"change_feed\":");
+	rc = rc ? rc : text_json_str(out, feed);
 	rc = rc ? rc : text_adds(out, ",\"dir\":");
 	rc = rc ? rc : text_json_str(out, fs->root);
 	rc = rc ? rc : text_adds(out, ",\"mountpoint\":");

@@ -19,6 +19,7 @@
 
 #include "connect.h"
 #include "ctl.h"
+#include "feed.h"
 #include "holder.h"
 #include "life.h"
 #include "log.h"
@@ -253,6 +254,9 @@ int main(int argc, char **argv)
 	 * of retries) before an operation fails with EIO */
 	osb_client_set_retries(fs.client, MOUNTED_RETRIES);
 	rc = node_table_init(&fs.nodes, opt.dir);
+	fs.nodes.attr_ms = opt.attr_timeout_ms;
+	fs.nodes.neg_ms = opt.negative_timeout_ms;
+	fs.nodes.list_ms = opt.dir_timeout_ms;
 	holder.mountpoint = opt.mountpoint;
 	holder.wait_ms = HOLDER_WAIT_MS;
 	if (!rc)
@@ -276,6 +280,8 @@ int main(int argc, char **argv)
 	rc = life_init(&fs, info.state, info.expires_at);
 	if (!rc)
 		rc = watch_init(&fs);
+	if (!rc)
+		rc = feed_init(&fs);
 	if (!rc)
 		rc = ctl_init(&fs);
 	if (rc) {
@@ -318,6 +324,8 @@ int main(int argc, char **argv)
 		rc = life_start(&fs);
 	if (!rc)
 		rc = ctl_start(&fs);
+	if (!rc)
+		rc = feed_start(&fs);
 	if (rc) {
 		log_error("cannot start the daemon's threads: %s",
 			  strerror(-rc));
@@ -329,6 +337,7 @@ int main(int argc, char **argv)
 out_unmount:
 	pull_stop(&fs);
 	/* the threads that talk to the kernel stop before its fd closes */
+	feed_stop(&fs);
 	ctl_stop(&fs);
 	life_stop(&fs);
 	notify_stop(&fs);
@@ -391,6 +400,7 @@ out:
 		node_table_release(&fs.nodes);
 	xattrs_close(fs.xattrs);
 	cache_release(fs.cache);
+	feed_release(&fs);
 	watch_release(&fs);
 	holder_release(&holder); /* the last: the cache dir is free */
 	osb_sandbox_info_release(&info);

@@ -56,6 +56,8 @@ struct osbfs_options {
 	char *cache_dir;
 	char *log_file;
 	long attr_timeout_ms;
+	bool feed;
+	long feed_interval_ms;
 	long dir_timeout_ms;
 	long negative_timeout_ms;
 	long writeback_delay_ms;

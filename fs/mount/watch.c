@@ -151,6 +151,11 @@ int watch_init(struct osbfs *fs)
 	return 0;
 }
 
+void watch_exempt_thread(void)
+{
+	exempt = true;
+}
+
 bool watch_away(struct osbfs *fs)
 {
 	return fs->watch && atomic_load(&fs->watch->away);

@@ -33,6 +33,10 @@ int watch_start(struct osbfs *fs);
 void watch_stop(struct osbfs *fs);
 void watch_release(struct osbfs *fs);
 
+/* The calling thread's requests are not watched, nor cancelled with the
+ * others (a stream that lasts and has a cancel flag of its own). */
+void watch_exempt_thread(void);
+
 /* Whether the server is away (cached data is served as it is). */
 bool watch_away(struct osbfs *fs);
 /* How long the server has given no answer, in ms: since it went away,

@@ -355,7 +355,7 @@ int dir_refresh(struct osbfs *fs, struct held *h, long long since)
 	 * saves the requests and the memory of the copies */
 	for (;;) {
 		long long now = mono_ms();
-		bool good = since < 0 ? now < d->list_expiry :
+		bool good = since < 0 ? node_list_fresh(&fs->nodes, d, now) :
 					d->listed_at >= since;
 		if (d->list_valid && good) {
 			pthread_mutex_unlock(&fs->nodes.lock);

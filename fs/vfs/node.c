@@ -472,14 +472,44 @@ void node_set_negative(struct node *n, long long expiry)
 	n->list_valid = false;
 }
 
-bool node_attr_fresh(const struct node *n, long long now)
+bool node_feed_live(const struct node_table *nt, long long now)
 {
-	return n->attr_valid && now < n->attr_expiry;
+	return nt->feed_since && now - nt->feed_seen <= nt->feed_grace_ms;
 }
 
-bool node_negative(const struct node *n, long long now)
+/* Knowledge of @n kept until @expiry for @ttl ms (so asked at expiry -
+ * ttl) is held by the feed: asked after it went live and after it last
+ * said @n changed, and the feed is live now. */
+static bool feed_holds(const struct node_table *nt, const struct node *n,
+		       long long expiry, long ttl, long long now)
 {
-	return n->neg_expiry && now < n->neg_expiry;
+	long long asked = expiry - ttl;
+	return node_feed_live(nt, now) && asked >= nt->feed_since &&
+	       asked >= n->feed_mark;
+}
+
+bool node_attr_fresh(const struct node_table *nt, const struct node *n,
+		     long long now)
+{
+	return n->attr_valid &&
+	       (now < n->attr_expiry ||
+		feed_holds(nt, n, n->attr_expiry, nt->attr_ms, now));
+}
+
+bool node_negative(const struct node_table *nt, const struct node *n,
+		   long long now)
+{
+	return n->neg_expiry &&
+	       (now < n->neg_expiry ||
+		feed_holds(nt, n, n->neg_expiry, nt->neg_ms, now));
+}
+
+bool node_list_fresh(const struct node_table *nt, const struct node *n,
+		     long long now)
+{
+	return n->list_valid &&
+	       (now < n->list_expiry ||
+		feed_holds(nt, n, n->list_expiry, nt->list_ms, now));
 }
 
 void node_invalidate(struct node *n)

@@ -71,6 +71,9 @@ struct node {
 	struct timespec ctime_ours;
 	/* negative entry: the name is known not to exist until neg_expiry */
 	long long neg_expiry;
+	/* monotonic ms when the change feed last said it changed: what was
+	 * asked before that is not held by the feed (feed.h) */
+	long long feed_mark;
 
 	/* directory listing cache: children listed at list_gen */
 	bool list_valid;
@@ -82,6 +85,8 @@ struct node {
 				upload landed, times were set): an answer
 				asked for before it is older than what we
 				know */
+	uint64_t own_gen;    /* the same, for a change of its own
+				attributes only (node_changed_here) */
 	bool listing;        /* a listing is being fetched (dir_load) */
 	long long listed_at; /* monotonic ms when the last listing that
 				made list_valid was asked for */
@@ -161,6 +166,13 @@ struct node_table {
 	size_t name_buckets;
 	size_t count;
 	struct node *root;
+	/* The sandbox's change feed (fs/mount/feed.c): while it is live,
+	 * what was asked after it began holds past its timeout, until the
+	 * feed says it changed (node_feed_holds) */
+	long long feed_since; /* monotonic ms it went live; 0: it is not */
+	long long feed_seen;  /* its last sign of life */
+	long feed_grace_ms;   /* silence after which it is not trusted */
+	long attr_ms, neg_ms, list_ms; /* the timeouts knowledge is kept for */
 	/* called when a node is freed (with the lock held) */
 	void (*on_free)(struct node *n, void *arg);
 	void *on_free_arg;
@@ -217,8 +229,18 @@ void node_ctime_landed(struct node *n, const struct timespec *local,
 void node_times_sent(struct node *n);
 void node_times_done(struct node *n, const struct timespec *ctime);
 void node_set_negative(struct node *n, long long expiry);
-bool node_attr_fresh(const struct node *n, long long now);
-bool node_negative(const struct node *n, long long now);
+/* Whether what is known of @n is still good at @now: its attributes,
+ * that it does not exist, its listing. Each is until its timeout, or for
+ * as long as the change feed is live and has not said @n changed, when
+ * it was asked after the feed went live. */
+bool node_attr_fresh(const struct node_table *nt, const struct node *n,
+		     long long now);
+bool node_negative(const struct node_table *nt, const struct node *n,
+		   long long now);
+bool node_list_fresh(const struct node_table *nt, const struct node *n,
+		     long long now);
+/* Whether the change feed is live at @now. */
+bool node_feed_live(const struct node_table *nt, long long now);
 /* Drops cached attributes and listing of @n, and what it took as its
  * special bits from our own change (special.h). */
 void node_invalidate(struct node *n);

@@ -279,7 +279,8 @@ static int attr_from_listing(struct osbfs *fs, struct held *h, struct held *ph,
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct node *p = ph->n, *n = h->n;
 	if (n->parent == p && p->list_valid && p->listed_at >= since) {
-		if (node_has_local(fs, n) || node_attr_fresh(n, mono_ms())) {
+		if (node_has_local(fs, n) ||
+		    node_attr_fresh(&fs->nodes, n, mono_ms())) {
 			if (ret)
 				*ret = n->attr;
 			rc = 0;
@@ -334,12 +335,12 @@ static int attr_get(struct osbfs *fs, struct held *h, struct fattr *ret,
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return 0;
 	}
-	if (node_negative(h->n, now)) {
+	if (node_negative(&fs->nodes, h->n, now)) {
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return -ENOENT;
 	}
 	if (node_has_local(fs, h->n) ||
-	    (node_attr_fresh(h->n, now) &&
+	    (node_attr_fresh(&fs->nodes, h->n, now) &&
 	     !(bits && node_bits_unknown(fs, h->n)))) {
 		if (ret)
 			*ret = h->n->attr;
@@ -347,7 +348,7 @@ static int attr_get(struct osbfs *fs, struct held *h, struct fattr *ret,
 		return 0;
 	}
 	struct node *p = h->n->parent;
-	if (p && p->list_valid && now < p->list_expiry &&
+	if (p && node_list_fresh(&fs->nodes, p, now) &&
 	    h->n->listed_gen != p->list_gen) {
 		/* a fresh listing of the parent does not have it */
 		pthread_mutex_unlock(&fs->nodes.lock);
@@ -383,7 +384,7 @@ static int attr_get(struct osbfs *fs, struct held *h, struct fattr *ret,
 		xattr_name_gone(fs, h->n);
 	} else if (!rc && !raced && !node_has_local(fs, h->n)) {
 		special_take(h->n, &a, asked);
-		node_set_attr(h->n, &a, mono_ms() + fs->opt->attr_timeout_ms);
+		node_set_attr(h->n, &a, now + fs->opt->attr_timeout_ms);
 	}
 	if (!rc && ret)
 		*ret = node_has_local(fs, h->n) || raced ? h->n->attr : a;
@@ -478,13 +479,14 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	struct node *c = node_child(&fs->nodes, p, name);
-	bool listed = p->list_valid && now < p->list_expiry;
-	if (c && (node_has_local(fs, c) || node_attr_fresh(c, now))) {
+	bool listed = node_list_fresh(&fs->nodes, p, now);
+	if (c &&
+	    (node_has_local(fs, c) || node_attr_fresh(&fs->nodes, c, now))) {
 		pthread_mutex_unlock(&fs->nodes.lock);
 		reply_node_entry(req, fs, c);
 		return;
 	}
-	if ((c && node_negative(c, now)) ||
+	if ((c && node_negative(&fs->nodes, c, now)) ||
 	    (listed && (!c || c->listed_gen != p->list_gen))) {
 		pthread_mutex_unlock(&fs->nodes.lock);
 		reply_negative(req, fs);
@@ -592,6 +594,7 @@ void node_changed_here(struct osbfs *fs, struct node *n,
 {
 	static const struct timespec unknown = { 0, 0 };
 	n->change_gen = ++fs->nodes.change_seq;
+	n->own_gen = n->change_gen;
 	node_ctime_set(n, ctime ? ctime : &unknown);
 	if (n->cf && !ctime)
 		cache_changed_here(fs->cache, n->cf);

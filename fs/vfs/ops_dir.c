@@ -139,7 +139,7 @@ static void dirh_cache(struct dirh *dh, struct node *d, uint64_t sig,
 /* Takes the entries of @d, as its listing and our changes since have
  * them, into empty @dh (nodes lock held); dirh_sort() then. The control
  * dir is not listed, only found by name (ctl.h). */
-static int dirh_take(struct dirh *dh, struct node *d)
+static int dirh_take(struct osbfs *fs, struct dirh *dh, struct node *d)
 {
 	fuse_ino_t up = d->parent ? d->parent->ino : d->ino;
 	int rc = dirh_add(dh, ".", NULL, d->ino, S_IFDIR);
@@ -147,7 +147,8 @@ static int dirh_take(struct dirh *dh, struct node *d)
 		rc = dirh_add(dh, "..", NULL, up, S_IFDIR);
 	long long now = mono_ms();
 	for (struct node *c = d->child_first; !rc && c; c = c->sib_next) {
-		if (c->listed_gen != d->list_gen || node_negative(c, now))
+		if (c->listed_gen != d->list_gen ||
+		    node_negative(&fs->nodes, c, now))
 			continue;
 		mode_t t = c->attr.type == OSB_DIR     ? S_IFDIR :
 			   c->attr.type == OSB_SYMLINK ? S_IFLNK :
@@ -183,7 +184,7 @@ static int dirh_retake(struct osbfs *fs, struct dirh *dh)
 	bool again = d && d->change_gen != dh->gen;
 	if (again) {
 		dirh_clear(fs, dh);
-		rc = dirh_take(dh, d);
+		rc = dirh_take(fs, dh, d);
 		/* not what the handle was opened with: the next open
 		 * resets the kernel's copy */
 		d->rd_mixed = true;
@@ -221,7 +222,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		rc = -ENOMEM;
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
-		rc = dirh_take(dh, h.n);
+		rc = dirh_take(fs, dh, h.n);
 		pthread_mutex_unlock(&fs->nodes.lock);
 		if (!rc) {
 			dirh_sort(dh);
@@ -256,7 +257,7 @@ static bool dent_still(struct osbfs *fs, const struct node *dir,
 {
 	const struct node *n = d->node;
 	return n->parent == dir && strcmp(n->name, d->name) == 0 &&
-	       !node_negative(n, mono_ms()) &&
+	       !node_negative(&fs->nodes, n, mono_ms()) &&
 	       (n->attr_valid || node_has_local(fs, n));
 }
 
@@ -937,7 +938,8 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 		rc = -EINVAL;
 	if (!rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
-		if (h.n->link_target && node_attr_fresh(h.n, mono_ms()))
+		if (h.n->link_target &&
+		    node_attr_fresh(&fs->nodes, h.n, mono_ms()))
 			target = strdup(h.n->link_target);
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}

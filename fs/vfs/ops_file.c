@@ -397,9 +397,12 @@ static int create_here(struct osbfs *fs, fuse_ino_t parent, const char *name,
 	pthread_mutex_lock(&fs->nodes.lock);
 	/* a missing name known without asking: a negative entry (a stat, or
 	 * a removal from here, just now) */
-	long long absent = !existed && node_negative(h->n, mono_ms()) ?
-				   h->n->neg_expiry :
-				   0;
+	long long now = mono_ms(), absent = 0;
+	if (!existed && node_negative(&fs->nodes, h->n, now))
+		/* held by the change feed past its timeout: as if asked now */
+		absent = h->n->neg_expiry > now ?
+				 h->n->neg_expiry :
+				 now + fs->opt->negative_timeout_ms;
 	cf = cache_created(fs->cache, h->n, existed ? &a : NULL, mode, absent);
 	if (cf) {
 		struct cache_attr la;

@@ -352,8 +352,7 @@ static void ts_parse(const char *s, struct timespec *ts)
 	}
 }
 
-/* One line of `stat -c '%f %s %.9Y %.9Z %U %G'`. */
-static int parse_stat_line(const char *line, struct fattr *a)
+int remote_parse_stat(const char *line, struct fattr *a)
 {
 	char mtime[48], ctime[48];
 	unsigned rawmode;
@@ -396,7 +395,7 @@ static int shell_stat(struct osbfs *fs, const char *path, struct fattr *ret)
 	int rc = shell_do(fs, cmd, SHELL_IDEMPOTENT, "stat", path, &out);
 	free(cmd);
 	if (!rc)
-		rc = parse_stat_line(out, ret);
+		rc = remote_parse_stat(out, ret);
 	free(out);
 	return rc;
 }
@@ -441,7 +440,7 @@ static int shell_list(struct osbfs *fs, const char *dir, struct rdent **ret,
 		if (!d[n].name)
 			continue;
 		d[n].name_len = (size_t)(sp - line) / 2;
-		if (parse_stat_line(sp + 1, &d[n].attr)) {
+		if (remote_parse_stat(sp + 1, &d[n].attr)) {
 			free(d[n].name);
 			continue;
 		}

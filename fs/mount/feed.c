@@ -1,0 +1,557 @@
+/*
+ * feed.c - the change feed (see feed.h).
+ *
+ * The command is POSIX sh with find, ls, cksum, tr and head (any image
+ * has them). It keeps stamp files in a directory of its own under /tmp
+ * and, each round, reports every path under the root whose status
+ * changed after the stamp taken before the round before (find -cnewer
+ * where find has it, else -newer). Each stamp is followed by a pause
+ * longer than the kernel's clock tick for file times, so that a change
+ * made while a round's find runs, after it looked, is newer than the
+ * stamp the next round compares with. A name that left a directory is
+ * reported as a change of the directory (its mtime and ctime moved).
+ *
+ * Its lines:
+ *   R            ready: its first stamp is taken
+ *   R back       ready, and its first round reports what changed since
+ *                the time the mount asked for (what the feed before it
+ *                had not reported yet, with a margin): what the mount
+ *                held then still holds
+ *   /PATH        PATH changed
+ *   dCRC N PATH  directory PATH changed; its names' cksum (changed.h)
+ *   ASTAT PATH   PATH changed and is now STAT (remote_parse_stat()'s
+ *                six fields), where GNU stat can say it
+ *   DCRC N STAT PATH  a directory, its names and then its attributes
+ *   . W          a round ended; the next in W ms: the interval, or four
+ *                times as long as the round took where date can say, so
+ *                that a big tree costs the sandbox at most a fifth of a
+ *                CPU (and the mount waits that much longer for a tick)
+ *   E            it ends after FEED_ROUNDS rounds, so that a mount that
+ *                died cannot leave it running for long; the next one
+ *                starts at once and goes back to its last round
+ * It ends too as soon as another feed of this mount took its directory.
+ * Paths are printed NUL-terminated and turned into lines, newlines and
+ * CRs into \1 (execd splits output into lines, at CRs too): a line with
+ * \1 is unsure, and the mount drops all below its sure part. More than
+ * FEED_BURST reports in a round (an npm install) drop every cache at
+ * once instead.
+ *
+ * With attributes, the mount takes what changed as if it had asked; so
+ * its own uploads and renames, reported like anyone's, cost nothing.
+ * Without, what changed is asked again when next used.
+ *
+ * The thread runs one command at a time and starts the next only while
+ * the sandbox is Running (a paused sandbox is never woken by it). While
+ * none runs, or its ticks stop, node_feed_live() is false and every
+ * cache has its timeouts again.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "changed.h"
+#include "remote.h"
+#include "feed.h"
+#include "life.h"
+#include "log.h"
+#include "notify.h"
+#include "ops.h"
+#include "osbfs.h"
+#include "watch.h"
+
+#define FEED_BURST 200
+#define FEED_ROUNDS 1200
+#define FEED_BACKOFF_MAX_MS 30000
+/* a new feed's first round reports what changed since the last one's
+ * last round began, less this margin (the time a command takes to
+ * start), if that was less than FEED_BACK_MAX_MS ago */
+#define FEED_BACK_MARGIN_S 10
+#define FEED_BACK_MAX_MS (10LL * 60 * 1000)
+/* a tick later than twice its pause plus this: the feed is not live */
+#define FEED_SLACK_MS 1500
+
+struct feed {
+	pthread_mutex_t lock; /* guards the fields marked, and cond */
+	pthread_cond_t cond;
+	bool stop, started; /* lock */
+	atomic_int cancel;  /* stops the command's stream */
+	pthread_t thread;
+	char dir[64]; /* the command's directory in the sandbox */
+	long grace_ms;
+	/* the thread's, read by feed_describe under lock */
+	char why[1200]; /* why it is not live */
+	long long live_since_wall;
+	unsigned long starts;
+	unsigned long long reports;
+	/* the thread's own: every change made before covered (monotonic
+	 * ms, less a margin) was reported; the feed_since a feed that starts
+	 * by reporting what changed since then keeps */
+	long long covered, held_since;
+	bool said_live;
+};
+
+/* One command's run. */
+struct run {
+	struct osbfs *fs;
+	struct feed *f;
+	char id[OSB_ID_MAX];
+	long long last_tick; /* monotonic ms: the last tick (or "R") came */
+	bool ready, ended;
+	size_t burst; /* paths since the last tick */
+	/* the table's change_seq at the last tick and at the one before: a
+	 * round's reports were made after the one before was sent, so a
+	 * node this mount changed after seq_before may be newer than its
+	 * report (fs_feed_attr) */
+	uint64_t seq_last, seq_before;
+};
+
+static char *feed_script(struct osbfs *fs, struct feed *f, long back_s)
+{
+	char *root = osb_shell_quote(fs->root);
+	char *out = NULL;
+	if (!root)
+		return NULL;
+	bool all = strcmp(fs->root, "/") == 0;
+	const char *prune =
+		all ? "-o -path /proc -o -path /sys -o -path /dev " : "";
+	int n = asprintf(
+		&out,
+		"d=%s; r=%s; me=$$\n"
+		"mkdir -p \"$d\" && echo $me > \"$d/owner\" || exit 3\n"
+		"trap 'rm -rf \"$d\"' TERM INT HUP\n"
+		"c=-cnewer\n"
+		"find \"$d/owner\" -cnewer \"$d/owner\" >/dev/null 2>&1 || "
+		"c=-newer\n"
+		"F='%%f %%s %%.9Y %%.9Z %%U %%G'\n"
+		"export F\n"
+		"g=0\n"
+		"stat --printf \"$F\" -- \"$d/owner\" >/dev/null 2>&1 && g=1\n"
+		"t=0\n"
+		"case $(date +%%s%%N 2>/dev/null) in *[!0-9]*|'') ;; *) t=1;; "
+		"esac\n"
+		"b=%ld\n"
+		"if [ $b -gt 0 ] && touch -d \"@$(($(date +%%s) - b))\" "
+		"\"$d/s1\" 2>/dev/null; then\n"
+		"  echo 'R back'\n"
+		"else\n"
+		"  touch \"$d/s1\" || exit 3\n"
+		"  sleep 0.02 2>/dev/null || sleep 1\n"
+		"  echo R\n"
+		"fi\n"
+		"n=0\n"
+		"while [ \"$(cat \"$d/owner\" 2>/dev/null)\" = \"$me\" ] && [ "
+		"$n -lt %d ]; do\n"
+		"  touch \"$d/s0\" || exit 3\n"
+		"  sleep 0.02 2>/dev/null || sleep 1\n"
+		"  [ $t = 1 ] && a=$(date +%%s%%N)\n"
+		"  if [ $g = 1 ]; then\n"
+		"    find \"$r\" \\( -path \"$d\" %s\\) -prune -o $c \"$d/s1\" "
+		"\\( -type d -exec sh -c 'for x; do n=$(QUOTING_STYLE=literal "
+		"LC_ALL=C ls -A \"$x\" 2>/dev/null | cksum) && s=$(stat -c "
+		"\"$F\" -- \"$x\") && printf \"D%%s %%s %%s\\000\" \"$n\" "
+		"\"$s\" \"$x\"; done' sh {} + -o -exec stat --printf \"A$F "
+		"%%n\\000\" -- {} + \\)\n"
+		"  else\n"
+		"    find \"$r\" \\( -path \"$d\" %s\\) -prune -o $c \"$d/s1\" "
+		"\\( -type d -exec sh -c 'for x; do printf \"d%%s %%s\\000\" "
+		"\"$(QUOTING_STYLE=literal LC_ALL=C ls -A \"$x\" 2>/dev/null | "
+		"cksum)\" \"$x\"; done' sh {} + -o -exec printf '%%s\\000' {} "
+		"+ \\)\n"
+		"  fi 2>/dev/null | tr '\\n\\r\\000' '\\001\\001\\n' | head -n "
+		"%d\n"
+		"  mv -f \"$d/s0\" \"$d/s1\" || exit 3\n"
+		"  w=%ld\n"
+		"  if [ $t = 1 ]; then\n"
+		"    e=$((($(date +%%s%%N) - a) / 1000000))\n"
+		"    [ $((e * 4)) -gt $w ] && w=$((e * 4))\n"
+		"  fi\n"
+		"  echo \". $w\"\n"
+		"  sleep $((w / 1000)).$(printf '%%03d' $((w %% 1000)))\n"
+		"  n=$((n+1))\n"
+		"done\n"
+		"[ $n -ge %d ] && echo E\n",
+		f->dir, root, back_s, FEED_ROUNDS, prune, prune, FEED_BURST + 1,
+		fs->opt->feed_interval_ms, FEED_ROUNDS);
+	free(root);
+	return n < 0 ? NULL : out;
+}
+
+/* The feed is live from @since (0: not live). */
+static void set_live(struct osbfs *fs, long long since, long long now)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	fs->nodes.feed_since = since;
+	fs->nodes.feed_seen = now;
+	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
+/* A round ended: the table's change_seq now. */
+static uint64_t tick(struct osbfs *fs, long long now, long next_ms)
+{
+	if (next_ms < fs->opt->feed_interval_ms || next_ms > 3600L * 1000)
+		next_ms = fs->opt->feed_interval_ms;
+	pthread_mutex_lock(&fs->nodes.lock);
+	if (fs->nodes.feed_since) {
+		fs->nodes.feed_seen = now;
+		/* a round over a big tree takes long, and the pause after it
+		 * is longer, so that the feed costs the sandbox little */
+		fs->nodes.feed_grace_ms = 2 * next_ms + FEED_SLACK_MS;
+	}
+	uint64_t seq = fs->nodes.change_seq;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return seq;
+}
+
+/* "R", or "R back": its first round reports what changed since the
+ * time asked (run_once), so what was held before still is. */
+static void got_ready(struct run *r, bool back)
+{
+	struct feed *f = r->f;
+	long long now = mono_ms();
+	bool kept = back && f->held_since;
+	r->ready = true;
+	r->last_tick = now;
+	if (!kept)
+		f->held_since = now;
+	set_live(r->fs, f->held_since, now);
+	pthread_mutex_lock(&f->lock);
+	if (!kept || !f->live_since_wall)
+		f->live_since_wall = time(NULL);
+	f->why[0] = '\0';
+	pthread_mutex_unlock(&f->lock);
+	if (!f->said_live)
+		log_info("change feed live: what the mount knows holds until "
+			 "the sandbox reports a change");
+	else if (!kept)
+		log_info("change feed live again; what the mount knew before "
+			 "is asked again when used");
+	f->said_live = true;
+}
+
+/* Splits "<crc> <size> rest" off @p: the rest, or NULL. */
+static const char *names_of(const char *p, struct names_sum *ret)
+{
+	char *end;
+	unsigned long long crc = strtoull(p, &end, 10);
+	if (*end != ' ' || crc > UINT32_MAX)
+		return NULL;
+	ret->crc = (uint32_t)crc;
+	ret->size = strtoull(end + 1, &end, 10);
+	return *end == ' ' ? end + 1 : NULL;
+}
+
+/* Splits a stat line (six fields) off @p into @a: the path after it, or
+ * NULL. */
+static const char *attr_of(const char *p, struct fattr *a)
+{
+	const char *q = p;
+	for (int i = 0; i < 6 && q; i++) {
+		q = strchr(q, ' ');
+		q = q ? q + 1 : NULL;
+	}
+	if (!q || q - p > 400)
+		return NULL;
+	char fields[404];
+	memcpy(fields, p, (size_t)(q - p));
+	fields[q - p] = '\0';
+	return remote_parse_stat(fields, a) ? NULL : q;
+}
+
+/*
+ * One report: "/PATH" (changed), "dCRC SIZE PATH" (a directory and its
+ * names), and, where stat can say what they are now, "ASTAT PATH" and
+ * "DCRC SIZE STAT PATH" (STAT: remote_parse_stat()'s six fields).
+ */
+static bool take_report(struct run *r, const char *line, bool unsure)
+{
+	struct osbfs *fs = r->fs;
+	struct names_sum sum;
+	struct fattr a;
+	const char *p = line + 1;
+	switch (line[0]) {
+	case '/':
+		fs_feed_changed(fs, line, unsure);
+		return true;
+	case 'd':
+		p = names_of(p, &sum);
+		if (p && *p == '/')
+			fs_feed_dir(fs, p, unsure, &sum, NULL, r->seq_before);
+		return p && *p == '/';
+	case 'D':
+		p = names_of(p, &sum);
+		p = p ? attr_of(p, &a) : NULL;
+		if (p && *p == '/')
+			fs_feed_dir(fs, p, unsure, &sum, &a, r->seq_before);
+		return p && *p == '/';
+	case 'A':
+		p = attr_of(p, &a);
+		if (p && *p == '/')
+			fs_feed_attr(fs, p, unsure, &a, r->seq_before);
+		return p && *p == '/';
+	}
+	return false;
+}
+
+static void got_path(struct run *r, const char *line)
+{
+	if (!r->ready)
+		return;
+	r->burst++;
+	if (r->burst > FEED_BURST) {
+		if (r->burst == FEED_BURST + 1)
+			fs_invalidate_all(r->fs);
+		return;
+	}
+	if (!take_report(r, line, strchr(line, '\1') != NULL)) {
+		/* what it names is not known: everything */
+		log_warn("change feed: a report not understood; every cache "
+			 "dropped");
+		fs_invalidate_all(r->fs);
+	}
+	pthread_mutex_lock(&r->f->lock);
+	r->f->reports++;
+	pthread_mutex_unlock(&r->f->lock);
+}
+
+static int on_event(void *arg, const struct osb_event *ev)
+{
+	struct run *r = arg;
+	if (atomic_load(&r->f->cancel))
+		return -ECANCELED;
+	if (ev->type == OSB_EV_INIT && ev->text)
+		snprintf(r->id, sizeof(r->id), "%s", ev->text);
+	if (ev->type != OSB_EV_STDOUT || !ev->text)
+		return 0;
+	const char *t = ev->text;
+	if (strcmp(t, "R") == 0 || strcmp(t, "R back") == 0) {
+		got_ready(r, t[1] != '\0');
+	} else if (t[0] == '.' && (t[1] == ' ' || !t[1])) {
+		/* ". W": the next comes in about W ms */
+		long w = t[1] ? strtol(t + 2, NULL, 10) : 0;
+		r->burst = 0;
+		/* this round reported every change made before the round
+		 * began, after the last tick was sent */
+		r->f->covered = r->last_tick;
+		r->last_tick = mono_ms();
+		r->seq_before = r->seq_last;
+		r->seq_last = tick(r->fs, mono_ms(), w);
+	} else if (strcmp(t, "E") == 0) {
+		r->ended = true;
+	} else if (t[0] && strchr("/dDA", t[0])) {
+		got_path(r, t);
+	}
+	return 0;
+}
+
+static void set_why(struct feed *f, const char *fmt, const char *arg)
+{
+	pthread_mutex_lock(&f->lock);
+	snprintf(f->why, sizeof(f->why), fmt, arg);
+	f->live_since_wall = 0;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* One command, to its end. Returns whether it ended as planned. */
+static bool run_once(struct osbfs *fs, struct feed *f)
+{
+	struct run r = { .fs = fs, .f = f };
+	/* its first round goes back to what the last one had not seen, with
+	 * a margin for the time the command takes to start */
+	long long gap = mono_ms() - f->covered;
+	long back_s = f->covered && gap < FEED_BACK_MAX_MS ?
+			      (long)(gap / 1000) + FEED_BACK_MARGIN_S :
+			      0;
+	if (!back_s)
+		f->held_since = 0;
+	char *script = feed_script(fs, f, back_s);
+	if (!script) {
+		set_why(f, "%s", "out of memory");
+		return false;
+	}
+	struct osb_command_opts o;
+	osb_command_opts_init(&o);
+	o.no_follow = true;
+	struct osb_error err = { 0 };
+	int code = 0;
+	pthread_mutex_lock(&f->lock);
+	f->starts++;
+	pthread_mutex_unlock(&f->lock);
+	int rc = osb_command_run(fs->sb, script, &o, on_event, &r, &code, r.id,
+				 &err);
+	free(script);
+	if (!rc && r.ended)
+		return true; /* the next one goes on from its last tick */
+	set_live(fs, 0, 0);
+	if (atomic_load(&f->cancel)) {
+		if (r.id[0]) {
+			/* the command ends with the mount (its flag would
+			 * cancel this request too) */
+			struct osb_error e2 = { 0 };
+			osb_cancel_flag_set(NULL);
+			osb_command_interrupt(fs->sb, r.id, &e2);
+			osb_cancel_flag_set(&f->cancel);
+		}
+		return false;
+	}
+	char why[1100];
+	if (rc)
+		snprintf(why, sizeof(why), "%s",
+			 err.message[0] ? err.message : strerror(-rc));
+	else
+		snprintf(why, sizeof(why), "its command ended (exit %d)", code);
+	set_why(f, "broke: %s; the timeouts apply", why);
+	log_warn("change feed broke: %s; cached attributes and listings "
+		 "expire after their timeouts until it is back",
+		 why);
+	return false;
+}
+
+static bool running(struct osbfs *fs)
+{
+	struct life_info li;
+	life_get(fs, &li);
+	return strcmp(li.state, "Running") == 0 && !watch_away(fs);
+}
+
+/* Waits @ms or until stopped; true when stopped. */
+static bool nap(struct feed *f, long ms)
+{
+	struct timespec ts;
+	cond_deadline(&ts, ms);
+	pthread_mutex_lock(&f->lock);
+	if (!f->stop)
+		pthread_cond_timedwait(&f->cond, &f->lock, &ts);
+	bool stop = f->stop;
+	pthread_mutex_unlock(&f->lock);
+	return stop;
+}
+
+static void *feed_thread(void *arg)
+{
+	struct osbfs *fs = arg;
+	struct feed *f = fs->feed;
+	long backoff = 1000;
+
+	watch_exempt_thread();
+	osb_cancel_flag_set(&f->cancel);
+	osb_thread_set_retries(0);
+	while (!nap(f, 0)) {
+		if (!running(fs)) {
+			set_why(f, "%s", "waits for the sandbox to run");
+			if (nap(f, 1000))
+				break;
+			continue;
+		}
+		long long began = mono_ms();
+		if (run_once(fs, f)) {
+			backoff = 1000;
+			continue;
+		}
+		if (mono_ms() - began > 60000)
+			backoff = 1000;
+		if (nap(f, backoff))
+			break;
+		backoff = backoff * 2 > FEED_BACKOFF_MAX_MS ?
+				  FEED_BACKOFF_MAX_MS :
+				  backoff * 2;
+	}
+	osb_cancel_flag_set(NULL);
+	return NULL;
+}
+
+int feed_init(struct osbfs *fs)
+{
+	if (!fs->opt->feed)
+		return 0;
+	struct feed *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	unsigned char rnd[8];
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+		free(f);
+		return -EIO;
+	}
+	int off = snprintf(f->dir, sizeof(f->dir), "/tmp/.osbfs-feed-");
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		off += snprintf(f->dir + off, sizeof(f->dir) - (size_t)off,
+				"%02x", rnd[i]);
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	f->grace_ms = 2 * fs->opt->feed_interval_ms + FEED_SLACK_MS;
+	snprintf(f->why, sizeof(f->why), "starting");
+	/* nothing was known before the mount began */
+	f->covered = f->held_since = mono_ms();
+	fs->nodes.feed_grace_ms = f->grace_ms;
+	fs->feed = f;
+	return 0;
+}
+
+int feed_start(struct osbfs *fs)
+{
+	struct feed *f = fs->feed;
+	if (!f)
+		return 0;
+	int rc = pthread_create(&f->thread, NULL, feed_thread, fs);
+	if (rc)
+		return -rc;
+	f->started = true;
+	return 0;
+}
+
+void feed_stop(struct osbfs *fs)
+{
+	struct feed *f = fs->feed;
+	if (!f || !f->started)
+		return;
+	pthread_mutex_lock(&f->lock);
+	f->stop = true;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	atomic_store(&f->cancel, 1);
+	pthread_join(f->thread, NULL);
+	f->started = false;
+	set_live(fs, 0, 0);
+}
+
+void feed_release(struct osbfs *fs)
+{
+	struct feed *f = fs->feed;
+	if (!f)
+		return;
+	feed_stop(fs);
+	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->cond);
+	free(f);
+	fs->feed = NULL;
+}
+
+void feed_describe(struct osbfs *fs, char *buf, size_t size)
+{
+	struct feed *f = fs->feed;
+	if (!f) {
+		snprintf(buf, size, "off (feed=no): the timeouts apply");
+		return;
+	}
+	pthread_mutex_lock(&fs->nodes.lock);
+	bool live = node_feed_live(&fs->nodes, mono_ms());
+	pthread_mutex_unlock(&fs->nodes.lock);
+	pthread_mutex_lock(&f->lock);
+	if (live) {
+		char when[32];
+		struct tm tm;
+		time_t t = f->live_since_wall;
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ",
+			 gmtime_r(&t, &tm));
+		snprintf(buf, size, "live since %s, %llu changes reported",
+			 when, f->reports);
+	} else {
+		snprintf(buf, size, "not live (%s)",
+			 f->why[0] ? f->why : "no tick lately");
+	}
+	pthread_mutex_unlock(&f->lock);
+}

@@ -1,0 +1,182 @@
+"""The change feed (feed=yes): a command in the sandbox reports what
+changed, so what the mount knows holds past its timeouts until then.
+A tree nobody changed is not asked again however long since the last
+look; a change made in the sandbox beside the mount (a job, the code
+interpreter, another client) still shows within a second or so."""
+
+import json
+import os
+import time
+
+from osbtest import execd_routes
+
+FEED = ["feed", "attr_timeout=300ms", "dir_timeout=300ms", "negative_timeout=300ms"]
+
+
+def info(m):
+    with open(os.path.join(m.path, ".osb", "info")) as f:
+        return json.load(f)
+
+
+def wait_live(m, timeout=20):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        st = info(m)["change_feed"]
+        if st.startswith("live"):
+            return st
+        time.sleep(0.1)
+    raise AssertionError("the feed did not go live: " + st)
+
+
+def wait_for(pred, timeout=10):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return time.monotonic()
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def walk(top):
+    out = []
+    for r, dirs, files in os.walk(top):
+        dirs[:] = [x for x in dirs if x != ".osb"]
+        for f in files:
+            st = os.stat(os.path.join(r, f))
+            out.append((os.path.relpath(os.path.join(r, f), top), st.st_size, st.st_mtime_ns))
+    return sorted(out)
+
+
+def test_an_unchanged_tree_is_not_asked_again(server, make_mount):
+    m = make_mount(options=FEED)
+    sid = m.sandbox_id
+    wait_live(m)
+    rc, _, err = server.run(sid, "mkdir -p %s && cd %s && for d in a b c; do mkdir -p $d/sub; "
+                            "for i in 1 2 3 4; do echo $d$i > $d/f$i; echo s$i > $d/sub/g$i; done; done"
+                            % (m.spath("t"), m.spath("t")))
+    assert rc == 0, err
+    time.sleep(1.0)  # its report came and went
+    first = walk(os.path.join(m.path, "t"))
+    assert len(first) == 24
+    time.sleep(1.0)  # three times the timeouts: only the feed holds them
+    server.reset_stats()
+    for _ in range(3):
+        assert walk(os.path.join(m.path, "t")) == first
+        assert not os.path.exists(os.path.join(m.path, "t", "a", "missing"))
+        time.sleep(0.4)
+    assert {r: n for r, n in execd_routes(server, sid).items() if r != "POST /command"} == {}
+
+
+def test_a_change_in_the_sandbox_shows(server, make_mount):
+    m = make_mount(options=FEED)
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("d", "f.txt"), b"one\n")
+    wait_live(m)
+    p = os.path.join(m.path, "d", "f.txt")
+    with open(p) as f:
+        assert f.read() == "one\n"
+    time.sleep(1.0)
+    # changed beside the mount: new bytes, a new name, a name gone
+    rc, _, err = server.run(sid, "cd %s && echo two > f.txt && echo new > n.txt" % m.spath("d"))
+    assert rc == 0, err
+    wait_for(lambda: open(p).read() == "two\n", timeout=5)
+    wait_for(lambda: os.path.exists(os.path.join(m.path, "d", "n.txt")), timeout=5)
+    rc, _, err = server.run(sid, "rm %s" % m.spath("d", "n.txt"))
+    assert rc == 0, err
+    wait_for(lambda: not os.path.exists(os.path.join(m.path, "d", "n.txt")), timeout=5)
+    assert sorted(os.listdir(os.path.join(m.path, "d"))) == ["f.txt"]
+
+
+def feed_procs(server, sid):
+    """The feed commands running in the sandbox, and their directories."""
+    rc, out, _ = server.run(sid, "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done "
+                            "| grep -c 'd=/tmp/[.]osbfs-feed-'; ls -d /tmp/.osbfs-feed-* 2>/dev/null | wc -l")
+    return [int(x) for x in out.split()]
+
+
+def test_a_broken_feed_falls_back_to_the_timeouts_and_comes_back(server, make_mount):
+    m = make_mount(options=FEED)
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("f.txt"), b"one\n")
+    wait_live(m)
+    p = os.path.join(m.path, "f.txt")
+    assert open(p).read() == "one\n"
+    # the feed's command dies; a change made then shows after the timeouts
+    rc, _, err = server.run(sid, "pkill -f 'd=/tmp/[.]osbfs-feed-'; echo two > %s" % m.spath("f.txt"))
+    assert rc == 0, err
+    wait_for(lambda: info(m)["change_feed"].startswith("not live"), timeout=5)
+    assert "the timeouts apply" in info(m)["change_feed"]
+    wait_for(lambda: open(p).read() == "two\n", timeout=5)
+    with open(m.log_path) as f:
+        assert "change feed broke" in f.read()
+    # and it is back by itself, one command in the sandbox
+    wait_live(m)
+    assert feed_procs(server, sid) == [1, 1]
+    m.stop()
+    assert feed_procs(server, sid) == [0, 0]
+
+
+def test_without_gnu_stat_and_find(server, make_mount):
+    """An image whose stat and find are POSIX only (busybox): the feed says
+    paths without attributes, and still nothing is asked while the tree
+    is as the mount knows it."""
+    m = make_mount(options=FEED, start=False)
+    sid = m.sandbox_id
+    rc, _, err = server.run(sid, "mkdir -p /usr/local/bin && cd /usr/local/bin && "
+                            "printf '#!/bin/sh\\ncase \"$1\" in --printf) exit 1;; esac\\nexec /usr/bin/stat \"$@\"\\n' > stat && "
+                            "printf '#!/bin/sh\\ncase \" $* \" in *\" -cnewer \"*) exit 1;; esac\\nexec /usr/bin/find \"$@\"\\n' > find && "
+                            "chmod 755 stat find && stat --printf x / ; test $? = 1 && "
+                            "mkdir -p %s && echo one > %s" % (m.spath("d"), m.spath("d", "f.txt")))
+    assert rc == 0, err
+    m.start()
+    wait_live(m)
+    p = os.path.join(m.path, "d", "f.txt")
+    assert open(p).read() == "one\n"
+    # made through the mount: known without asking again
+    with open(os.path.join(m.path, "d", "g.txt"), "w") as f:
+        f.write("mine\n")
+    with open(os.path.join(m.path, ".osb", "ctl"), "w") as f:
+        f.write("sync\n")
+    time.sleep(1.5)
+    # without attributes in its reports, what changed (here the mount's
+    # own upload) is asked once more; then nothing while nothing changes
+    assert sorted(os.listdir(os.path.join(m.path, "d"))) == ["f.txt", "g.txt"]
+    assert os.stat(os.path.join(m.path, "d", "g.txt")).st_size == 5
+    time.sleep(1.0)
+    server.reset_stats()
+    for _ in range(3):
+        assert sorted(os.listdir(os.path.join(m.path, "d"))) == ["f.txt", "g.txt"]
+        assert os.stat(os.path.join(m.path, "d", "g.txt")).st_size == 5
+        assert not os.path.exists(os.path.join(m.path, "d", "missing"))
+        time.sleep(0.5)
+    assert {r: n for r, n in execd_routes(server, sid).items() if r != "POST /command"} == {}
+    # changed beside the mount: shows
+    rc, _, err = server.run(sid, "cd %s && echo two > f.txt && rm g.txt" % m.spath("d"))
+    assert rc == 0, err
+    wait_for(lambda: open(p).read() == "two\n", timeout=5)
+    wait_for(lambda: sorted(os.listdir(os.path.join(m.path, "d"))) == ["f.txt"], timeout=5)
+
+
+def test_names_with_newlines_and_many_changes_at_once(server, make_mount):
+    m = make_mount(options=FEED)
+    sid = m.sandbox_id
+    wait_live(m)
+    server.run(sid, "mkdir -p %s && echo a > %s" % (m.spath("d"), m.spath("d", "x")))
+    time.sleep(1.0)
+    d = os.path.join(m.path, "d")
+    assert os.listdir(d) == ["x"]
+    # a directory with a newline in its name: what is below it still shows
+    rc, _, err = server.run(sid, "cd %s && mkdir -p 'n\nl/sub' && echo 1 > 'n\nl/sub/f'" % m.spath("d"))
+    assert rc == 0, err
+    wait_for(lambda: os.path.exists(os.path.join(d, "n\nl", "sub", "f")), timeout=5)
+    assert open(os.path.join(d, "n\nl", "sub", "f")).read() == "1\n"
+    time.sleep(1.0)
+    rc, _, err = server.run(sid, "echo 2 > '%s'" % m.spath("d", "n\nl", "sub", "f"))
+    assert rc == 0, err
+    wait_for(lambda: open(os.path.join(d, "n\nl", "sub", "f")).read() == "2\n", timeout=5)
+    # more changes in one look than the feed says one by one
+    rc, _, err = server.run(sid, "cd %s && for i in $(seq 300); do echo $i > m$i; done && echo b > x" % m.spath("d"))
+    assert rc == 0, err
+    wait_for(lambda: len(os.listdir(d)) == 302, timeout=5)
+    wait_for(lambda: open(os.path.join(d, "x")).read() == "b\n", timeout=5)
+    assert open(os.path.join(d, "m300")).read() == "300\n"
