@@ -88,10 +88,16 @@ def test_a_change_in_the_sandbox_shows(server, make_mount):
 
 
 def feed_procs(server, sid):
-    """The feed commands running in the sandbox, and their directories."""
-    rc, out, _ = server.run(sid, "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done "
-                            "| grep -c 'd=/tmp/[.]osbfs-feed-'; ls -d /tmp/.osbfs-feed-* 2>/dev/null | wc -l")
-    return [int(x) for x in out.split()]
+    """The feed commands running in the sandbox (their shells, not the
+    subshells they fork), and their directories."""
+    rc, out, _ = server.run(
+        sid, "for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null) || continue; "
+        "case $c in *d=/tmp/[.]osbfs-feed-*) echo \"${p#/proc/} $(cut -d' ' -f4 $p/stat)\";; esac; done; "
+        "echo dirs $(ls -d /tmp/.osbfs-feed-* 2>/dev/null | wc -l)")
+    lines = out.split("\n")
+    procs = dict(l.split() for l in lines if l and not l.startswith("dirs"))
+    dirs = [int(l.split()[1]) for l in lines if l.startswith("dirs")][0]
+    return [sum(1 for pid, ppid in procs.items() if ppid not in procs), dirs]
 
 
 def test_a_broken_feed_falls_back_to_the_timeouts_and_comes_back(server, make_mount):

@@ -123,7 +123,8 @@ static char *feed_script(struct osbfs *fs, struct feed *f, long back_s)
 		&out,
 		"d=%s; r=%s; me=$$\n"
 		"mkdir -p \"$d\" && echo $me > \"$d/owner\" || exit 3\n"
-		"trap 'rm -rf \"$d\"' TERM INT HUP\n"
+		"trap '[ \"$(cat \"$d/owner\" 2>/dev/null)\" = $me ] && "
+		"rm -rf \"$d\"; exit 143' TERM INT HUP\n"
 		"c=-cnewer\n"
 		"find \"$d/owner\" -cnewer \"$d/owner\" >/dev/null 2>&1 || "
 		"c=-newer\n"
