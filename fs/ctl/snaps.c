@@ -84,8 +84,8 @@ bool snaps_name_valid(const char *name)
 static bool dir_ok(const char *s)
 {
 	size_t n = s ? strlen(s) : 0;
-	return n && n < SNAP_DIR_MAX && !strchr(s, '/') && strcmp(s, ".") &&
-	       strcmp(s, "..");
+	return n && n < SNAP_DIR_MAX && !strchr(s, '/') &&
+	       strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }
 
 static struct snap *find_dir_locked(struct snaps *s, const char *dir)
