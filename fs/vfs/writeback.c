@@ -489,7 +489,8 @@ static bool known_absent(struct osbfs *fs, const struct item *it)
 		return true;
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct node *n = it->cf->node, *p = n ? n->parent : NULL;
-	bool known = p && !p->list_ours && node_list_fresh(&fs->nodes, p, mono_ms());
+	bool known =
+		p && !p->list_ours && node_list_fresh(&fs->nodes, p, mono_ms());
 	pthread_mutex_unlock(&fs->nodes.lock);
 	return known;
 }
