@@ -98,7 +98,7 @@ def test_run_takes_every_way_of_writing(mount, how):
     assert job_file(mount, jid, "stdout") == "via %s\n" % how
     # one job each, and no temporary file left
     assert job_names(mount) == before | {jid, again}
-    assert names(mount) == sorted(["README", "info", "ctl", "egress", "log", "run", "jobs", "code"])
+    assert names(mount) == sorted(["README", "info", "ctl", "egress", "log", "run", "jobs", "code", "snapshots"])
 
 
 @pytest.mark.parametrize("how", sorted(WRITERS))
@@ -154,7 +154,7 @@ def test_a_failed_write_by_rename_fails_the_rename_and_leaves_nothing(mount):
     assert status(mount, "later") == "created"
     # the temporary files went with the failed writes: the writers'
     # own clean-up found nothing to remove
-    assert names(mount) == sorted(["README", "info", "ctl", "egress", "log", "run", "jobs", "code"])
+    assert names(mount) == sorted(["README", "info", "ctl", "egress", "log", "run", "jobs", "code", "snapshots"])
     assert job_names(mount) == jobs | {"later"}
     for p in (osb(mount, "ctl.tmp-%d" % os.getpid()), osb(mount, "run.tmp-%d" % os.getpid())):
         expect_errno(errno.ENOENT, os.stat, p)

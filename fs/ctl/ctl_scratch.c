@@ -188,6 +188,12 @@ static bool temp_of(const char *name, const char *file)
 	return false;
 }
 
+/* Whether @k is a control file, not a directory of them. */
+static bool file_kind(enum ctl_kind k)
+{
+	return k != K_JOBS && k != K_CODE && k != K_SNAPS;
+}
+
 /* Whether @name in @d is plainly a temporary file on its way to a
  * rename over one of its control files: named for one (temp_of), or
  * tmp... / .tmp... (Python's tempfile, mktemp). */
@@ -196,7 +202,7 @@ static bool temp_name(const struct sdir *d, const char *name)
 	if (strncmp(name, "tmp", 3) == 0 || strncmp(name, ".tmp", 4) == 0)
 		return true;
 	for (size_t i = 0; i < d->n; i++)
-		if (d->files[i].kind != K_JOBS && d->files[i].kind != K_CODE &&
+		if (file_kind(d->files[i].kind) &&
 		    temp_of(name, d->files[i].name))
 			return true;
 	return false;
@@ -209,7 +215,7 @@ static void log_refused(struct ctl *c, const struct sdir *d, const char *how,
 	char files[160] = "";
 	size_t used = 0;
 	for (size_t i = 0; i < d->n && used < sizeof(files); i++)
-		if (d->files[i].kind != K_JOBS && d->files[i].kind != K_CODE)
+		if (file_kind(d->files[i].kind))
 			used += (size_t)snprintf(
 				files + used, sizeof(files) - used, "%s%s",
 				used ? " " : "", d->files[i].name);

@@ -413,12 +413,23 @@ int xattrs_open(struct xattrs **ret, const char *dir, int64_t max_bytes,
 	x->max = max_bytes;
 	int rc = xlog_open(&x->log, dir);
 	int skipped = rc ? rc : xlog_replay(&x->log, replay_one, x);
-	rc = skipped < 0 ? skipped : rewrite(x);
-	if (rc) {
+	if (skipped < 0) {
 		snprintf(msg, msg_size, "extended attributes in %s/xattrs: %s",
-			 dir, strerror(-rc));
+			 dir, strerror(-skipped));
 		xattrs_close(x);
-		return rc;
+		return skipped;
+	}
+	rc = rewrite(x);
+	if (rc) {
+		/* a full cache disk: the mount goes on with the log as it is
+		 * (what it holds was read back); a new entry needs room */
+		int krc = xlog_keep(&x->log);
+		log_warn("extended attributes: cannot rewrite %s/xattrs (%s); "
+			 "%s",
+			 dir, strerror(-rc),
+			 krc ? "new ones cannot be recorded until there is "
+			       "room" :
+			       "it is appended to as it is");
 	}
 	if (skipped)
 		log_warn("extended attributes: %d damaged line(s) of "

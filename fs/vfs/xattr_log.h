@@ -23,7 +23,7 @@ struct xlog_rec {
 
 struct xlog {
 	int dir_fd;
-	int fd; /* the log, O_APPEND; -1 until xlog_rewrite() */
+	int fd; /* the log, O_APPEND; -1 until xlog_rewrite() or xlog_keep() */
 	off_t bytes;
 };
 
@@ -37,6 +37,9 @@ int xlog_replay(struct xlog *l, void (*fn)(void *arg, struct xlog_rec *r),
 		void *arg);
 /* Appends @r with one write(2). 0 or -errno. */
 int xlog_append(struct xlog *l, const struct xlog_rec *r);
+/* Appends to the log as it is (when it cannot be rewritten): 0 or
+ * -errno. */
+int xlog_keep(struct xlog *l);
 /* Rewrites the log as the records @next gives (until it returns 0):
  * written to a temporary file, synced, renamed over the log. 0 or
  * -errno (the old log stays). */
