@@ -82,11 +82,9 @@ struct feed {
 	atomic_int cancel;  /* stops the command's stream */
 	pthread_t thread;
 	char dir[64]; /* the command's directory in the sandbox */
-	long grace_ms;
 	/* the thread's, read by feed_describe under lock */
 	char why[1200]; /* why it is not live */
 	long long live_since_wall;
-	unsigned long starts;
 	unsigned long long reports;
 	/* the thread's own: every change made before covered (monotonic
 	 * ms, less a margin) was reported; the feed_since a feed that starts
@@ -379,9 +377,6 @@ static bool run_once(struct osbfs *fs, struct feed *f)
 	o.no_follow = true;
 	struct osb_error err = { 0 };
 	int code = 0;
-	pthread_mutex_lock(&f->lock);
-	f->starts++;
-	pthread_mutex_unlock(&f->lock);
 	int rc = osb_command_run(fs->sb, script, &o, on_event, &r, &code, r.id,
 				 &err);
 	free(script);
@@ -483,11 +478,10 @@ int feed_init(struct osbfs *fs)
 				"%02x", rnd[i]);
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
-	f->grace_ms = 2 * fs->opt->feed_interval_ms + FEED_SLACK_MS;
 	snprintf(f->why, sizeof(f->why), "starting");
 	/* nothing was known before the mount began */
 	f->covered = f->held_since = mono_ms();
-	fs->nodes.feed_grace_ms = f->grace_ms;
+	fs->nodes.feed_grace_ms = 2 * fs->opt->feed_interval_ms + FEED_SLACK_MS;
 	fs->feed = f;
 	return 0;
 }

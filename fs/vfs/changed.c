@@ -125,12 +125,35 @@ static void drop_attr(struct node *n)
 	n->neg_expiry = 0;
 }
 
+/* The kernel drops what it holds of @n. */
+static void tell_kernel(struct osbfs *fs, struct node *n)
+{
+	if (n->nlookup)
+		notify_inode(fs, n->ino);
+}
+
 static void drop_node(struct osbfs *fs, struct node *n, long long now)
 {
 	node_invalidate(n);
 	n->feed_mark = now;
-	if (n->nlookup)
-		notify_inode(fs, n->ino);
+	tell_kernel(fs, n);
+}
+
+/* @n goes, and its children's attributes (a name that left a directory
+ * is reported only as a change of the directory). */
+static void drop_dir(struct osbfs *fs, struct node *n, long long now)
+{
+	drop_node(fs, n, now);
+	for (struct node *c = n->child_first; c; c = c->sib_next)
+		drop_attr(c);
+}
+
+/* A name came below @n, the deepest node the mount knows of a path. */
+static void name_came(struct osbfs *fs, struct node *n, long long now)
+{
+	n->list_valid = false;
+	n->feed_mark = now;
+	tell_kernel(fs, n);
 }
 
 /* Every node below @top (not @top), pre-order by parent pointers. */
@@ -159,17 +182,9 @@ void fs_feed_changed(struct osbfs *fs, const char *path, bool unsure)
 		for (struct node *c = next_below(n, n); c; c = next_below(c, n))
 			drop_node(fs, c, now);
 	} else if (!whole) {
-		/* a name came below what the mount knows */
-		n->list_valid = false;
-		n->feed_mark = now;
-		if (n->nlookup)
-			notify_inode(fs, n->ino);
+		name_came(fs, n, now);
 	} else {
-		drop_node(fs, n, now);
-		if (n->attr.type == OSB_DIR || n == fs->nodes.root)
-			for (struct node *c = n->child_first; c;
-			     c = c->sib_next)
-				drop_attr(c);
+		drop_dir(fs, n, now); /* a file has no children */
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
 }
@@ -185,10 +200,7 @@ static struct node *node_at(struct osbfs *fs, const char *path, long long now)
 	struct node *n = deepest(&fs->nodes, rel, 0, &whole);
 	if (whole)
 		return n;
-	n->list_valid = false;
-	n->feed_mark = now;
-	if (n->nlookup)
-		notify_inode(fs, n->ino);
+	name_came(fs, n, now);
 	return NULL;
 }
 
@@ -218,17 +230,14 @@ void fs_feed_attr(struct osbfs *fs, const char *path, bool unsure,
 	}
 	if (n->attr_valid && n->attr.type != a->type) {
 		/* another kind of file under the same name */
-		drop_node(fs, n, now);
-		for (struct node *c = n->child_first; c; c = c->sib_next)
-			drop_attr(c);
+		drop_dir(fs, n, now);
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return;
 	}
 	if (n->change_gen > since) {
 		/* ours, maybe landed after the report was made: asked again */
 		drop_attr(n);
-		if (n->nlookup)
-			notify_inode(fs, n->ino);
+		tell_kernel(fs, n);
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return;
 	}
@@ -240,8 +249,7 @@ void fs_feed_attr(struct osbfs *fs, const char *path, bool unsure,
 	if (!same) {
 		free(n->link_target);
 		n->link_target = NULL;
-		if (n->nlookup)
-			notify_inode(fs, n->ino);
+		tell_kernel(fs, n);
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
 }
@@ -282,12 +290,9 @@ void fs_feed_dir(struct osbfs *fs, const char *path, bool unsure,
 		} else {
 			drop_attr(n);
 		}
+		tell_kernel(fs, n);
 	} else {
-		drop_node(fs, n, now);
-		for (struct node *c = n->child_first; c; c = c->sib_next)
-			drop_attr(c);
+		drop_dir(fs, n, now);
 	}
-	if (n->nlookup)
-		notify_inode(fs, n->ino);
 	pthread_mutex_unlock(&fs->nodes.lock);
 }
