@@ -108,7 +108,7 @@ static const struct opt_def table[] = {
 	  "how long listings are cached" },
 	{ "negative_timeout", OPT_MS, O(negative_timeout_ms), "1s",
 	  "how long a missing name is remembered" },
-	{ "feed", OPT_BOOL, O(feed), "0",
+	{ "feed", OPT_BOOL, O(feed), "1",
 	  "run a change feed in the sandbox: what the mount knows holds "
 	  "until it reports a change, past the timeouts above" },
 	{ "feed_interval", OPT_MS, O(feed_interval_ms), "500ms",

@@ -479,12 +479,15 @@ bool node_feed_live(const struct node_table *nt, long long now)
 
 /* Knowledge of @n kept until @expiry for @ttl ms (so asked at expiry -
  * ttl) is held by the feed: asked after it went live and after it last
- * said @n changed, and the feed is live now. */
+ * said @n changed, and the feed is live now. A timeout of 0 asks for no
+ * caching at all: the feed, which reports a change a round later, holds
+ * nothing then. */
 static bool feed_holds(const struct node_table *nt, const struct node *n,
 		       long long expiry, long ttl, long long now)
 {
 	long long asked = expiry - ttl;
-	return node_feed_live(nt, now) && asked >= nt->feed_since &&
+	return ttl > 0 && node_feed_live(nt, now) &&
+	       asked >= nt->feed_since &&
 	       asked >= n->feed_mark;
 }
 

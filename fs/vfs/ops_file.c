@@ -118,11 +118,15 @@ static struct cfile *prepare(struct osbfs *fs, struct held *h,
 	return cf;
 }
 
-/* Has the next node_attr() of @h ask the sandbox. */
-static void attr_expire(struct osbfs *fs, struct held *h)
+/* Has the next node_attr() of @h ask the sandbox: always, or (@late)
+ * only once its attributes are older than attr_timeout. The change feed
+ * holds them past it, but reports a change a round after it was made:
+ * too late to vouch for the version of bytes fetched now. */
+static void attr_expire(struct osbfs *fs, struct held *h, bool late)
 {
 	pthread_mutex_lock(&fs->nodes.lock);
-	h->n->attr_expiry = 0;
+	if (!late || mono_ms() >= h->n->attr_expiry)
+		h->n->attr_expiry = 0;
 	pthread_mutex_unlock(&fs->nodes.lock);
 }
 
@@ -131,7 +135,8 @@ static void attr_expire(struct osbfs *fs, struct held *h)
  * still the version @cf holds: 0 if so (or @cf is dirty: local changes
  * win), 1 if not, or -errno. The attributes are asked of the sandbox at
  * most once per attr_timeout (node_attr answers from the attribute cache
- * while it is fresh), or, with @since, asked at or after that mark
+ * within it, never from what only the change feed holds), or, with
+ * @since, asked at or after that mark
  * (cache_mark): a same-size replacement shows only in them, since a
  * ranged answer states the size alone. Asked after the fetch, so a change
  * made before it, or during it, is seen.
@@ -140,8 +145,7 @@ static int version_check(struct osbfs *fs, struct held *h, struct cfile *cf,
 			 uint64_t version, uint64_t since)
 {
 	for (int tries = 0;; tries++) {
-		if (since)
-			attr_expire(fs, h);
+		attr_expire(fs, h, !since);
 		struct fattr a;
 		int rc = node_attr(fs, h, &a);
 		if (rc && rc != -ENOENT)
