@@ -376,17 +376,16 @@ int osb_sandbox_locate(struct osb_sandbox *sb, struct osb_error *err)
 static int target_copy(struct osb_sandbox *sb, const struct osb_endpoint *ep,
 		       bool execd, struct target *ret)
 {
-	int rc = 0;
+	struct osb_endpoint copy;
 	memset(ret, 0, sizeof(*ret));
-	ret->base = strdup(ep->url);
-	for (size_t i = 0; !rc && i < ep->headers.n; i++)
-		rc = osb_kvlist_add(&ret->headers, ep->headers.items[i].key,
-				    ep->headers.items[i].value);
-	if (!rc && execd && sb->c->execd_token &&
-	    !osb_kvlist_get(&ep->headers, "X-EXECD-ACCESS-TOKEN"))
-		rc = osb_kvlist_add(&ret->headers, "X-EXECD-ACCESS-TOKEN",
-				    sb->c->execd_token);
-	if (rc || !ret->base) {
+	if (endpoint_copy(ep, &copy))
+		return -ENOMEM;
+	ret->base = copy.url;
+	ret->headers = copy.headers;
+	if (execd && sb->c->execd_token &&
+	    !osb_kvlist_get(&ep->headers, "X-EXECD-ACCESS-TOKEN") &&
+	    osb_kvlist_add(&ret->headers, "X-EXECD-ACCESS-TOKEN",
+			   sb->c->execd_token)) {
 		target_release(ret);
 		return -ENOMEM;
 	}

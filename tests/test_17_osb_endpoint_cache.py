@@ -6,10 +6,10 @@ through a planted link; OSB_NO_CACHE and --no-cache."""
 
 import glob
 import os
-import socket
 import stat
 
 from osbhelp import W
+from osbtest import free_port
 
 COUNT = W + "/runs"
 COUNT_ONCE = "echo run >> %s; echo hi" % COUNT
@@ -41,14 +41,6 @@ def routes(server, sandbox):
     return server.stats()["sandboxes"].get(sandbox, {})
 
 
-def closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_second_exec_asks_no_endpoint(server, osb, sandbox):
     osb.ok("exec", sandbox, "--", "true")
     server.reset_stats()
@@ -70,7 +62,7 @@ def test_the_kept_endpoint_is_private(osb, sandbox):
 def test_a_stale_endpoint_is_looked_up_again(server, osb, sandbox):
     osb.ok("exec", sandbox, "--", "true")
     good = kept(osb)[1]
-    rewrite_url(osb, "http://127.0.0.1:%d/proxy/44772" % closed_port())
+    rewrite_url(osb, "http://127.0.0.1:%d/proxy/44772" % free_port())
     server.reset_stats()
     res = osb.ok("exec", sandbox, "--", COUNT_ONCE)
     assert res.out == "hi\n"
@@ -145,7 +137,7 @@ def test_a_planted_link_is_not_followed(osb, sandbox, tmp_path):
 def test_a_kept_file_others_may_read_is_ignored(server, osb, sandbox):
     osb.ok("exec", sandbox, "--", "true")
     path, _ = kept(osb)
-    rewrite_url(osb, "http://127.0.0.1:%d/proxy/44772" % closed_port())
+    rewrite_url(osb, "http://127.0.0.1:%d/proxy/44772" % free_port())
     os.chmod(path, 0o644)
     server.reset_stats()
     osb.ok("exec", sandbox, "--", "true")
