@@ -71,6 +71,22 @@ def test_a_stale_endpoint_is_looked_up_again(server, osb, sandbox):
     assert kept(osb)[1] == good  # kept right again
 
 
+def test_a_stale_endpoint_without_retries(server, osb, sandbox):
+    # libosb makes no second attempt: osb looks execd up and sends it once more
+    osb.ok("exec", sandbox, "--", "true")
+    rewrite_url(osb, "http://127.0.0.1:%d/proxy/44772" % free_port())
+    assert osb.ok("--retries", "0", "exec", sandbox, "--", COUNT_ONCE).out == "hi\n"
+    assert runs(server, sandbox) == 1
+
+
+def test_a_failed_sandbox_is_said(server, osb, sandbox):
+    osb.ok("exec", sandbox, "--", "true")
+    server.admin("POST", "/_admin/sandboxes/%s/state" % sandbox,
+                 {"state": "Failed", "reason": "OOM", "message": "boom"})
+    res = osb.fails("--retries", "1", "exec", sandbox, "--", "true", rc=255)
+    assert res.err == "osb: %s: the sandbox is Failed (OOM: boom)\n" % sandbox, res.describe()
+
+
 def test_an_unknown_host_is_looked_up_again(server, osb, sandbox):
     osb.ok("exec", sandbox, "--", "true")
     rewrite_url(osb, "http://no-such-host.invalid:1/proxy/44772")

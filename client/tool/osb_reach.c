@@ -125,7 +125,8 @@ struct cli_check {
 	atomic_int cancel;
 	int rc; /* of the state's request */
 	struct osb_error err;
-	int resume_rc; /* of resuming a paused sandbox */
+	char state[256]; /* "Failed (OOM: boom)": a state not Running */
+	int resume_rc;   /* of resuming a paused sandbox */
 	struct osb_error resume_err;
 	struct osb_endpoint kept; /* the endpoint as kept */
 };
@@ -143,6 +144,13 @@ static void *check_state(void *arg)
 		return NULL;
 	}
 	bool paused = is_paused(info.state);
+	if (info.state && strcmp(info.state, "Running") != 0)
+		snprintf(k->state, sizeof(k->state), "%s%s%s%s%s%s", info.state,
+			 info.reason ? " (" : "",
+			 info.reason ? info.reason : "",
+			 info.reason && info.message ? ": " : "",
+			 info.reason && info.message ? info.message : "",
+			 info.reason ? ")" : "");
 	osb_sandbox_info_release(&info);
 	if (paused) {
 		k->resume_rc = resume(k->client, k->id, &k->resume_err);
@@ -195,34 +203,35 @@ static bool refused(const struct osb_error *err)
 	return err->status == 401 || err->status == 403 || err->status == 404;
 }
 
-/* Looks the endpoint up again after a failed call: 1 when the call is
- * worth making once more, 0 when its failure stands, -1 when the
- * lookup failed (said). */
-static int relocate(struct osb_cli *cli, struct cli_check *k, int rc,
-		    const struct osb_error *err)
+/*
+ * Looks the endpoint up again after a call that did not run: 1 when it
+ * moved (the call is worth making once more), 0 when the call's failure
+ * stands (the same endpoint would fail the same way: libosb already
+ * looks execd up again between attempts refused a connection), -1 when
+ * the lookup failed (said).
+ */
+static int relocate(struct osb_cli *cli, struct cli_check *k)
 {
 	struct osb_error e;
-	bool gone = unsent(rc, err);
-	if (!gone && !refused(err))
-		return 0;
+	struct osb_endpoint used, now;
 	cli_cache_drop(cli, k->id);
 	k->retried = true;
-	int lrc = osb_sandbox_refresh(cli->sb, &e);
-	if (lrc) {
-		cli_fail(k->id, lrc, &e);
+	if (osb_sandbox_execd_endpoint(cli->sb, &used))
+		return 0;
+	int rc = osb_sandbox_refresh(cli->sb, &e);
+	if (rc) {
+		osb_endpoint_release(&used);
+		cli_fail(k->id, rc, &e);
 		return -1;
 	}
-	/* a refusal at the address just looked up would come again */
-	struct osb_endpoint now;
-	if (!gone && osb_sandbox_execd_endpoint(cli->sb, &now) == 0) {
-		bool same = osb_endpoint_same(&now, &k->kept);
+	bool same = true;
+	if (osb_sandbox_execd_endpoint(cli->sb, &now) == 0) {
+		same = osb_endpoint_same(&now, &used);
 		osb_endpoint_release(&now);
-		if (same) {
-			keep_endpoint(cli);
-			return 0;
-		}
 	}
-	return 1;
+	osb_endpoint_release(&used);
+	keep_endpoint(cli);
+	return same ? 0 : 1;
 }
 
 int cli_sandbox_settle(struct osb_cli *cli, int rc, const struct osb_error *err)
@@ -255,12 +264,17 @@ int cli_sandbox_settle(struct osb_cli *cli, int rc, const struct osb_error *err)
 				"sandbox resumes");
 		return -1;
 	}
-	if (k->retried)
+	bool not_run = unsent(rc, err) || refused(err);
+	if (not_run && k->state[0] && strncmp(k->state, "Paused", 6) != 0 &&
+	    strncmp(k->state, "Pending", 7) != 0) {
+		/* Failed, Terminated...: no endpoint will do */
+		fprintf(stderr, "osb: %s: the sandbox is %s\n", k->id,
+			k->state);
+		return -1;
+	}
+	if (k->retried || !not_run)
 		return 0;
-	int st = relocate(cli, k, rc, err);
-	if (st > 0)
-		keep_endpoint(cli);
-	return st;
+	return relocate(cli, k);
 }
 
 void cli_sandbox_release(struct osb_cli *cli)
