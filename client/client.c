@@ -199,19 +199,27 @@ void osb_client_stats(struct osb_client *c, struct osb_client_stats *ret)
 
 /* ---- sandbox handles ---- */
 
-int osb_sandbox_open(struct osb_client *c, const char *id,
-		     struct osb_sandbox **ret, struct osb_error *err)
+static struct osb_sandbox *sandbox_new(struct osb_client *c, const char *id)
 {
 	struct osb_sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb)
-		return -ENOMEM;
+		return NULL;
 	sb->c = c;
 	sb->id = strdup(id);
 	pthread_mutex_init(&sb->lock, NULL);
 	if (!sb->id) {
 		osb_sandbox_close(sb);
-		return -ENOMEM;
+		return NULL;
 	}
+	return sb;
+}
+
+int osb_sandbox_open(struct osb_client *c, const char *id,
+		     struct osb_sandbox **ret, struct osb_error *err)
+{
+	struct osb_sandbox *sb = sandbox_new(c, id);
+	if (!sb)
+		return -ENOMEM;
 	int rc = osb_endpoint_get(c, id, OSB_EXECD_PORT, &sb->execd, err);
 	if (rc) {
 		osb_sandbox_close(sb);
@@ -219,6 +227,43 @@ int osb_sandbox_open(struct osb_client *c, const char *id,
 	}
 	*ret = sb;
 	return 0;
+}
+
+static int endpoint_copy(const struct osb_endpoint *ep,
+			 struct osb_endpoint *ret)
+{
+	int rc = 0;
+	memset(ret, 0, sizeof(*ret));
+	ret->url = xstrdup_or_null(ep->url);
+	for (size_t i = 0; !rc && i < ep->headers.n; i++)
+		rc = osb_kvlist_add(&ret->headers, ep->headers.items[i].key,
+				    ep->headers.items[i].value);
+	if (rc || !ret->url) {
+		osb_endpoint_release(ret);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int osb_sandbox_open_at(struct osb_client *c, const char *id,
+			const struct osb_endpoint *execd,
+			struct osb_sandbox **ret)
+{
+	struct osb_sandbox *sb = sandbox_new(c, id);
+	if (!sb || endpoint_copy(execd, &sb->execd)) {
+		osb_sandbox_close(sb);
+		return -ENOMEM;
+	}
+	*ret = sb;
+	return 0;
+}
+
+int osb_sandbox_execd_endpoint(struct osb_sandbox *sb, struct osb_endpoint *ret)
+{
+	pthread_mutex_lock(&sb->lock);
+	int rc = endpoint_copy(&sb->execd, ret);
+	pthread_mutex_unlock(&sb->lock);
+	return rc;
 }
 
 void osb_sandbox_close(struct osb_sandbox *sb)
@@ -255,6 +300,13 @@ static bool same_headers(const struct osb_kvlist *a, const struct osb_kvlist *b)
 			return false;
 	}
 	return true;
+}
+
+bool osb_endpoint_same(const struct osb_endpoint *a,
+		       const struct osb_endpoint *b)
+{
+	return a->url && b->url && strcmp(a->url, b->url) == 0 &&
+	       same_headers(&a->headers, &b->headers);
 }
 
 /* Takes @ep as execd's endpoint. 1 when it differs from the one in use
@@ -324,17 +376,16 @@ int osb_sandbox_locate(struct osb_sandbox *sb, struct osb_error *err)
 static int target_copy(struct osb_sandbox *sb, const struct osb_endpoint *ep,
 		       bool execd, struct target *ret)
 {
-	int rc = 0;
+	struct osb_endpoint copy;
 	memset(ret, 0, sizeof(*ret));
-	ret->base = strdup(ep->url);
-	for (size_t i = 0; !rc && i < ep->headers.n; i++)
-		rc = osb_kvlist_add(&ret->headers, ep->headers.items[i].key,
-				    ep->headers.items[i].value);
-	if (!rc && execd && sb->c->execd_token &&
-	    !osb_kvlist_get(&ep->headers, "X-EXECD-ACCESS-TOKEN"))
-		rc = osb_kvlist_add(&ret->headers, "X-EXECD-ACCESS-TOKEN",
-				    sb->c->execd_token);
-	if (rc || !ret->base) {
+	if (endpoint_copy(ep, &copy))
+		return -ENOMEM;
+	ret->base = copy.url;
+	ret->headers = copy.headers;
+	if (execd && sb->c->execd_token &&
+	    !osb_kvlist_get(&ep->headers, "X-EXECD-ACCESS-TOKEN") &&
+	    osb_kvlist_add(&ret->headers, "X-EXECD-ACCESS-TOKEN",
+			   sb->c->execd_token)) {
 		target_release(ret);
 		return -ENOMEM;
 	}

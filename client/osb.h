@@ -471,6 +471,23 @@ struct osb_sandbox;
  */
 int osb_sandbox_open(struct osb_client *c, const char *id,
 		     struct osb_sandbox **ret, struct osb_error *err);
+/*
+ * osb_sandbox_open_at() - the same on an execd endpoint known already
+ * (one osb_sandbox_execd_endpoint() gave earlier, kept by the caller):
+ * asks nothing, so an unknown id or a stale endpoint only shows at the
+ * first call. A call whose connection is refused there looks the
+ * endpoint up again before it tries again (osb_sandbox_locate()).
+ */
+int osb_sandbox_open_at(struct osb_client *c, const char *id,
+			const struct osb_endpoint *execd,
+			struct osb_sandbox **ret);
+/* A copy of execd's endpoint in use, its headers included (they may
+ * hold an access token: a secret). 0 or -ENOMEM. */
+int osb_sandbox_execd_endpoint(struct osb_sandbox *sb,
+			       struct osb_endpoint *ret);
+/* Whether two endpoints are the same address with the same headers. */
+bool osb_endpoint_same(const struct osb_endpoint *a,
+		       const struct osb_endpoint *b);
 void osb_sandbox_close(struct osb_sandbox *sb);
 const char *osb_sandbox_id(const struct osb_sandbox *sb);
 /* A copy of the execd base URL in use (for `info`; carries no secret):

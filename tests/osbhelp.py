@@ -23,12 +23,15 @@ import hashlib
 import json
 import os
 import queue
+import shutil
 import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import weakref
 
 from osbtest import BUILD, http_request
 
@@ -212,11 +215,16 @@ class Osb:
         self.api_key = server.api_key if api_key is None else api_key
         self.extra_env = dict(env or {})
         self.binary = binary
+        # osb keeps sandbox endpoints in its cache directory: one of its
+        # own per Osb, so that what one test leaves there meets no other
+        self.cache_home = tempfile.mkdtemp(prefix="osb-cache-")
+        weakref.finalize(self, shutil.rmtree, self.cache_home, True)
 
     def env(self, extra=None):
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("OPEN_SANDBOX_", "OPENSANDBOX_"))}
         env["OPEN_SANDBOX_DOMAIN"] = self.server.url
+        env["XDG_CACHE_HOME"] = self.cache_home
         if self.api_key:
             env["OPEN_SANDBOX_API_KEY"] = self.api_key
         if self.sandbox:

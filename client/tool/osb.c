@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,78 +104,6 @@ char *cli_slurp(const char *path, size_t *ret_len)
 	if (path)
 		fclose(f);
 	return s;
-}
-
-/* The sandbox's state, asked beside its endpoint. */
-struct state_ask {
-	struct osb_client *client;
-	const char *id;
-	struct osb_sandbox_info info;
-	int rc;
-};
-
-static void *ask_state(void *arg)
-{
-	struct state_ask *a = arg;
-	a->rc = osb_sandbox_get(a->client, a->id, &a->info, NULL);
-	return NULL;
-}
-
-/*
- * A paused sandbox's execd takes connections and never answers: a call
- * would wait out its timeout. So its state is asked with its endpoint,
- * at once (no round trip more), and a paused sandbox is resumed first,
- * as a mount does. 0, or what resuming it failed with.
- */
-static int resume_if_paused(struct osb_cli *cli, struct state_ask *a)
-{
-	struct osb_error err;
-	bool paused =
-		!a->rc && a->info.state && strcmp(a->info.state, "Paused") == 0;
-	if (!a->rc)
-		osb_sandbox_info_release(&a->info);
-	if (!paused)
-		return 0;
-	fprintf(stderr, "osb: sandbox %s is paused: resuming it\n", a->id);
-	int rc = osb_sandbox_resume(cli->client, a->id, &err);
-	if (!rc)
-		rc = osb_sandbox_wait_running(cli->client, a->id, 120L * 1000,
-					      NULL, &err);
-	if (rc)
-		cli_fail(a->id, rc, &err);
-	return rc;
-}
-
-struct osb_sandbox *cli_sandbox(struct osb_cli *cli)
-{
-	struct osb_error err;
-
-	if (cli->sb)
-		return cli->sb;
-	if (!cli->sandbox_id) {
-		cli_usage("no sandbox: give -s ID or set OPEN_SANDBOX_ID");
-		return NULL;
-	}
-	struct state_ask a = { .client = cli->client, .id = cli->sandbox_id };
-	pthread_t t;
-	bool asking = pthread_create(&t, NULL, ask_state, &a) == 0;
-	int rc = osb_sandbox_open(cli->client, cli->sandbox_id, &cli->sb, &err);
-	if (asking)
-		pthread_join(t, NULL);
-	else
-		ask_state(&a);
-	if (rc) {
-		if (!a.rc)
-			osb_sandbox_info_release(&a.info);
-		cli_fail(cli->sandbox_id, rc, &err);
-		return NULL;
-	}
-	if (resume_if_paused(cli, &a)) {
-		osb_sandbox_close(cli->sb);
-		cli->sb = NULL;
-		return NULL;
-	}
-	return cli->sb;
 }
 
 const char *cli_sandbox_id(struct osb_cli *cli, int argc, char **argv,
@@ -352,6 +279,7 @@ enum {
 	OPT_CONFIG,
 	OPT_VERSION,
 	OPT_NO_COLOR,
+	OPT_NO_CACHE,
 };
 
 struct globals {
@@ -389,6 +317,7 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 		{ "sandbox", required_argument, NULL, 's' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ "no-color", no_argument, NULL, OPT_NO_COLOR },
+		{ "no-cache", no_argument, NULL, OPT_NO_CACHE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -470,6 +399,9 @@ static int parse_globals(int argc, char **argv, struct globals *g,
 			return 0;
 		case OPT_NO_COLOR:
 			break; /* the official CLI's: osb has no colours */
+		case OPT_NO_CACHE:
+			cli->no_cache = true;
+			break;
 		case 'h':
 			cli_help_main(stdout);
 			return 0;
@@ -623,6 +555,7 @@ int main(int argc, char **argv)
 			status = 1;
 	}
 out:
+	cli_sandbox_release(&cli);
 	osb_sandbox_close(cli.sb);
 	osb_client_free(cli.client);
 	osb_cfgfile_release(&file);

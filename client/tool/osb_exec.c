@@ -219,10 +219,14 @@ static int start_background(struct osb_cli *cli, struct run_args *a,
 	char id[OSB_ID_MAX];
 
 	char *cmd = join_command(a->ncmd, a->cmd);
-	struct osb_sandbox *sb = cmd ? cli_sandbox(cli) : NULL;
-	int rc = sb ? osb_command_start(sb, cmd, &a->o, id, &err) : -ENOMEM;
+	struct osb_sandbox *sb = cmd ? cli_sandbox_fast(cli) : NULL;
+	int rc = -ENOMEM, again = 1;
+	while (sb && again > 0) {
+		rc = osb_command_start(sb, cmd, &a->o, id, &err);
+		again = cli_sandbox_settle(cli, rc, &err);
+	}
 	free(cmd);
-	if (!sb)
+	if (!sb || again < 0)
 		return 1;
 	if (rc)
 		return cli_fail_unsure(what, rc, &err,
@@ -263,13 +267,16 @@ int cmd_exec(struct osb_cli *cli, int argc, char **argv)
 		return st;
 	}
 	char *cmd = join_command(a.ncmd, a.cmd);
-	struct osb_sandbox *sb = cmd ? cli_sandbox(cli) : NULL;
-	int rc = sb ? osb_command_run(sb, cmd, &a.o, exec_event, &out, &code,
-				      NULL, &err) :
-		      -ENOMEM;
+	struct osb_sandbox *sb = cmd ? cli_sandbox_fast(cli) : NULL;
+	int rc = 0, again = 1;
+	while (sb && again > 0) {
+		rc = osb_command_run(sb, cmd, &a.o, exec_event, &out, &code,
+				     NULL, &err);
+		again = cli_sandbox_settle(cli, rc, &err);
+	}
 	free(cmd);
 	osb_kvlist_release(&a.envs);
-	if (!sb)
+	if (!sb || again < 0)
 		return 255;
 	if (rc) {
 		cli_fail_unsure("exec", rc, &err,

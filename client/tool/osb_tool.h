@@ -37,6 +37,8 @@ struct osb_cli {
 	struct osb_client *client; /* NULL for `config` */
 	const char *sandbox_id;    /* the command's, or -s / OPEN_SANDBOX_ID */
 	struct osb_sandbox *sb;    /* opened on first use */
+	struct cli_check *check;   /* its state, asked beside a call */
+	bool no_cache;             /* --no-cache: endpoints looked up */
 	enum cli_format format;
 	const char *config_path;        /* --config, else the default */
 	const struct osb_config *cfg;   /* the connection, as resolved */
@@ -49,6 +51,36 @@ struct osb_cli {
 /* The sandbox named by the command or -s / OPEN_SANDBOX_ID, opened once.
  * Prints the error and returns NULL on failure. */
 struct osb_sandbox *cli_sandbox(struct osb_cli *cli);
+/*
+ * cli_sandbox_fast() - the same for a call that runs something, on the
+ * endpoint kept from an earlier run (osb_cache.c) when there is one:
+ * then nothing is asked before the call, and the sandbox's state is asked
+ * beside it (a paused sandbox is resumed meanwhile, a deleted one stops
+ * the call). cli_sandbox_settle() must follow the call.
+ */
+struct osb_sandbox *cli_sandbox_fast(struct osb_cli *cli);
+/*
+ * cli_sandbox_settle() - after a call on cli_sandbox_fast()'s handle that
+ * returned @rc and @err: waits for the state and keeps the endpoint for
+ * next time. 1 when the call is to be made once more (the kept endpoint
+ * was stale and the call surely did not run; the handle now has the
+ * endpoint looked up again), 0 when @rc stands (to be said by the
+ * caller), -1 when the failure was said already (the sandbox is gone, or
+ * it stays paused).
+ */
+int cli_sandbox_settle(struct osb_cli *cli, int rc,
+		       const struct osb_error *err);
+/* Frees what cli_sandbox_fast() left (before the handle is closed). */
+void cli_sandbox_release(struct osb_cli *cli);
+
+/* Execd endpoints kept between runs (osb_cache.c), unless --no-cache or
+ * OSB_NO_CACHE: 0 and *@ret, or -ENOENT when none is kept. */
+int cli_cache_load(struct osb_cli *cli, const char *id,
+		   struct osb_endpoint *ret);
+void cli_cache_store(struct osb_cli *cli, const char *id,
+		     const struct osb_endpoint *ep);
+void cli_cache_drop(struct osb_cli *cli, const char *id);
+
 /* The sandbox id from an optional argument, else -s. NULL + message if
  * there is none. */
 const char *cli_sandbox_id(struct osb_cli *cli, int argc, char **argv,
