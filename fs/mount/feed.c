@@ -108,7 +108,8 @@ struct feed {
 	char why[1200]; /* why it is not live */
 	long long live_since_wall;
 	unsigned long long reports;
-	char mode[16]; /* how it learns of changes: "inotify", "poll" */
+	/* how it learns of changes: "inotify", "poll" (static), or NULL */
+	const char *mode;
 	/* the thread's own: every change made before covered (monotonic
 	 * ms, less a margin) was reported; the feed_since a feed that starts
 	 * by reporting what changed since then keeps */
@@ -469,15 +470,13 @@ static void got_path(struct run *r, const char *line)
 
 /* "M MODE": how the command learns of changes (it may fall back from
  * inotify to polling while it runs). */
-static void got_mode(struct run *r, const char *mode)
+static void got_mode(struct run *r, const char *line)
 {
 	struct feed *f = r->f;
-	char was[sizeof(f->mode)];
+	const char *mode = strcmp(line, "inotify") == 0 ? "inotify" : "poll";
 	pthread_mutex_lock(&f->lock);
-	snprintf(was, sizeof(was), "%s", f->mode);
-	snprintf(f->mode, sizeof(f->mode), "%s",
-		 strcmp(mode, "inotify") == 0 ? "inotify" : "poll");
-	bool same = strcmp(was, f->mode) == 0;
+	bool same = f->mode && strcmp(f->mode, mode) == 0;
+	f->mode = mode;
 	pthread_mutex_unlock(&f->lock);
 	if (!same)
 		log_info("change feed: %s",
@@ -714,7 +713,7 @@ void feed_mode(struct osbfs *fs, char *buf, size_t size)
 	if (!f)
 		return;
 	pthread_mutex_lock(&f->lock);
-	snprintf(buf, size, "%s", f->mode);
+	snprintf(buf, size, "%s", f->mode ? f->mode : "");
 	pthread_mutex_unlock(&f->lock);
 }
 
