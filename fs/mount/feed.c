@@ -134,7 +134,9 @@ struct run {
 
 static const char feed_body[] =
 	"mkdir -p \"$d\" && echo $me > \"$d/owner\" || exit 3\n"
-	"mine() { read o < \"$d/owner\" 2>/dev/null && [ \"$o\" = $me ]; }\n"
+	"# whether this command still owns the directory, and its shell lives\n"
+	"mine() { read o < \"$d/owner\" 2>/dev/null && [ \"$o\" = $me ] && "
+	"kill -0 $me 2>/dev/null; }\n"
 	"q=\"$d/i.$me\"\n"
 	"trap 'i=$(cat \"$q\" 2>/dev/null); mine && rm -rf \"$d\"; rm -f "
 	"\"$q\" \"$d/e.$me\" \"$d/t.$me\" \"$d/a.$me\"; [ -n \"$i\" ] && kill "
@@ -226,7 +228,7 @@ static const char feed_body[] =
 	"  # every change made before the last one was sent was read\n"
 	"  echo 0 > \"$d/a.$me\"\n"
 	"  ( j=0\n"
-	"    while mine && kill -0 $me 2>/dev/null; do\n"
+	"    while mine; do\n"
 	"      sleep $ws\n"
 	"      read c < \"$d/a.$me\" || break\n"
 	"      [ \"$c\" = $j ] || continue\n"
