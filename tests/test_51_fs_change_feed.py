@@ -8,9 +8,21 @@ import json
 import os
 import time
 
+import pytest
+
 from osbtest import execd_routes
 
 FEED = ["feed", "attr_timeout=300ms", "dir_timeout=300ms", "negative_timeout=300ms"]
+
+
+@pytest.fixture(params=["inotify", "poll"])
+def feed(request):
+    """The feed's options in each of its modes: inotify where the sandbox
+    has inotifywait (the local server's sandboxes run on this host), and
+    polling."""
+    if request.param == "inotify":
+        return FEED
+    return FEED + ["feed_mode=poll"]
 
 
 def info(m):
@@ -37,6 +49,10 @@ def wait_for(pred, timeout=10):
     raise AssertionError("timed out")
 
 
+def mode_of(feed):
+    return "poll" if "feed_mode=poll" in feed else "inotify"
+
+
 def walk(top):
     out = []
     for r, dirs, files in os.walk(top):
@@ -47,8 +63,8 @@ def walk(top):
     return sorted(out)
 
 
-def test_an_unchanged_tree_is_not_asked_again(server, make_mount):
-    m = make_mount(options=FEED)
+def test_an_unchanged_tree_is_not_asked_again(server, make_mount, feed):
+    m = make_mount(options=feed)
     sid = m.sandbox_id
     wait_live(m)
     rc, _, err = server.run(sid, "mkdir -p %s && cd %s && for d in a b c; do mkdir -p $d/sub; "
@@ -67,11 +83,12 @@ def test_an_unchanged_tree_is_not_asked_again(server, make_mount):
     assert {r: n for r, n in execd_routes(server, sid).items() if r != "POST /command"} == {}
 
 
-def test_a_change_in_the_sandbox_shows(server, make_mount):
-    m = make_mount(options=FEED)
+def test_a_change_in_the_sandbox_shows(server, make_mount, feed):
+    m = make_mount(options=feed)
     sid = m.sandbox_id
     server.write_file(sid, m.spath("d", "f.txt"), b"one\n")
     wait_live(m)
+    assert info(m)["change_feed_mode"] == mode_of(feed)
     p = os.path.join(m.path, "d", "f.txt")
     with open(p) as f:
         assert f.read() == "one\n"
@@ -100,8 +117,17 @@ def feed_procs(server, sid):
     return [sum(1 for pid, ppid in procs.items() if ppid not in procs), dirs]
 
 
-def test_a_broken_feed_falls_back_to_the_timeouts_and_comes_back(server, make_mount):
-    m = make_mount(options=FEED)
+def inotifywaits(server, sid):
+    """The feed's inotifywait processes in the sandbox."""
+    rc, out, _ = server.run(
+        sid, "for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null) || continue; "
+        "case $c in 'inotifywait '*/tmp/.osbfs-feed-*) echo ${p#/proc/};; esac; done")
+    assert rc == 0
+    return out.split()
+
+
+def test_a_broken_feed_falls_back_to_the_timeouts_and_comes_back(server, make_mount, feed):
+    m = make_mount(options=feed)
     sid = m.sandbox_id
     server.write_file(sid, m.spath("f.txt"), b"one\n")
     wait_live(m)
@@ -118,15 +144,17 @@ def test_a_broken_feed_falls_back_to_the_timeouts_and_comes_back(server, make_mo
     # and it is back by itself, one command in the sandbox
     wait_live(m)
     assert feed_procs(server, sid) == [1, 1]
+    assert len(inotifywaits(server, sid)) == (mode_of(feed) == "inotify")
     m.stop()
     assert feed_procs(server, sid) == [0, 0]
+    assert inotifywaits(server, sid) == []
 
 
-def test_without_gnu_stat_and_find(server, make_mount):
+def test_without_gnu_stat_and_find(server, make_mount, feed):
     """An image whose stat and find are POSIX only (busybox): the feed says
     paths without attributes, and still nothing is asked while the tree
     is as the mount knows it."""
-    m = make_mount(options=FEED, start=False)
+    m = make_mount(options=feed, start=False)
     sid = m.sandbox_id
     rc, _, err = server.run(sid, "mkdir -p /usr/local/bin && cd /usr/local/bin && "
                             "printf '#!/bin/sh\\ncase \"$1\" in --printf) exit 1;; esac\\nexec /usr/bin/stat \"$@\"\\n' > stat && "
@@ -136,6 +164,8 @@ def test_without_gnu_stat_and_find(server, make_mount):
     assert rc == 0, err
     m.start()
     wait_live(m)
+    # inotify needs GNU stat for what it reports: it polls
+    assert info(m)["change_feed_mode"] == "poll"
     p = os.path.join(m.path, "d", "f.txt")
     assert open(p).read() == "one\n"
     # made through the mount: known without asking again
@@ -163,8 +193,8 @@ def test_without_gnu_stat_and_find(server, make_mount):
     wait_for(lambda: sorted(os.listdir(os.path.join(m.path, "d"))) == ["f.txt"], timeout=5)
 
 
-def test_names_with_newlines_and_many_changes_at_once(server, make_mount):
-    m = make_mount(options=FEED)
+def test_names_with_newlines_and_many_changes_at_once(server, make_mount, feed):
+    m = make_mount(options=feed)
     sid = m.sandbox_id
     wait_live(m)
     server.run(sid, "mkdir -p %s && echo a > %s" % (m.spath("d"), m.spath("d", "x")))
@@ -186,3 +216,148 @@ def test_names_with_newlines_and_many_changes_at_once(server, make_mount):
     wait_for(lambda: len(os.listdir(d)) == 302, timeout=5)
     wait_for(lambda: open(os.path.join(d, "x")).read() == "b\n", timeout=5)
     assert open(os.path.join(d, "m300")).read() == "300\n"
+
+
+def test_a_file_made_in_a_new_directory_at_once_shows(server, make_mount, feed):
+    """inotifywait watches a new directory only once it saw it made: what
+    was made in it before still shows, and what changes there after."""
+    m = make_mount(options=feed)
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("d", "f.txt"), b"one\n")
+    wait_live(m)
+    d = os.path.join(m.path, "d")
+    assert os.listdir(d) == ["f.txt"]
+    time.sleep(1.0)
+    rc, _, err = server.run(sid, "cd %s && mkdir -p new/sub && echo x > new/sub/f && echo y > new/g"
+                            % m.spath("d"))
+    assert rc == 0, err
+    wait_for(lambda: os.path.exists(os.path.join(d, "new", "sub", "f")), timeout=5)
+    assert open(os.path.join(d, "new", "sub", "f")).read() == "x\n"
+    assert sorted(os.listdir(os.path.join(d, "new"))) == ["g", "sub"]
+    time.sleep(1.0)
+    rc, _, err = server.run(sid, "cd %s && echo z > new/sub/f && echo w > new/sub/h && mv new moved"
+                            % m.spath("d"))
+    assert rc == 0, err
+    wait_for(lambda: sorted(os.listdir(d)) == ["f.txt", "moved"], timeout=5)
+    assert open(os.path.join(d, "moved", "sub", "f")).read() == "z\n"
+    time.sleep(1.0)
+    # a watch follows its directory's rename
+    rc, _, err = server.run(sid, "echo v > %s" % m.spath("d", "moved", "sub", "f"))
+    assert rc == 0, err
+    wait_for(lambda: open(os.path.join(d, "moved", "sub", "f")).read() == "v\n", timeout=5)
+
+
+def test_inotify_that_cannot_watch_falls_back_to_polling(server, make_mount):
+    """inotifywait that fails to set its watches (here: the kernel's limit
+    reached): the feed polls, in the same command."""
+    m = make_mount(options=FEED, start=False)
+    sid = m.sandbox_id
+    rc, _, err = server.run(sid, "mkdir -p /usr/local/bin && cd /usr/local/bin && "
+                            "printf '#!/bin/sh\\necho \"Setting up watches.\" >&2\\n"
+                            "echo \"Failed to watch $3; upper limit on inotify watches reached!\" >&2\\n"
+                            "exit 1\\n' > inotifywait && chmod 755 inotifywait && "
+                            "mkdir -p %s && echo one > %s" % (m.spath("d"), m.spath("d", "f.txt")))
+    assert rc == 0, err
+    m.start()
+    wait_live(m)
+    assert info(m)["change_feed_mode"] == "poll"
+    p = os.path.join(m.path, "d", "f.txt")
+    assert open(p).read() == "one\n"
+    time.sleep(1.0)
+    rc, _, err = server.run(sid, "echo two > %s" % m.spath("d", "f.txt"))
+    assert rc == 0, err
+    wait_for(lambda: open(p).read() == "two\n", timeout=5)
+    m.stop()
+    assert feed_procs(server, sid) == [0, 0]
+
+
+def test_inotify_a_change_shows_within_a_second(server, make_mount):
+    m = make_mount(options=FEED)
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("f.txt"), b"0\n")
+    wait_live(m)
+    assert info(m)["change_feed_mode"] == "inotify"
+    p = os.path.join(m.path, "f.txt")
+    assert open(p).read() == "0\n"
+    took = []
+    for i in range(1, 4):
+        time.sleep(1.0)  # past the timeouts: only a report shows it
+        began = time.monotonic()
+        rc, _, err = server.run(sid, "echo %d > %s" % (i, m.spath("f.txt")))
+        assert rc == 0, err
+        took.append(wait_for(lambda: open(p).read() == "%d\n" % i, timeout=5) - began)
+    # a tick every 500ms; the change is read before the tick after it
+    assert max(took) < 1.5, took
+
+
+def lost_events_logged(m):
+    with open(m.log_path) as f:
+        return "lost events; every cache dropped" in f.read()
+
+
+def test_inotify_a_dead_watch_drops_every_cache(server, make_mount):
+    """inotifywait stops, a change is queued for it, it dies: the change is
+    lost with it, so every cache goes, and the feed polls from then."""
+    m = make_mount(options=FEED)
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("f.txt"), b"one\n")
+    wait_live(m)
+    assert info(m)["change_feed_mode"] == "inotify"
+    p = os.path.join(m.path, "f.txt")
+    assert open(p).read() == "one\n"
+    time.sleep(1.0)
+    [pid] = inotifywaits(server, sid)
+    rc, _, err = server.run(sid, "kill -STOP %s && echo two > %s && kill -KILL %s"
+                            % (pid, m.spath("f.txt"), pid))
+    assert rc == 0, err
+    wait_for(lambda: lost_events_logged(m), timeout=5)
+    assert open(p).read() == "two\n"
+    assert info(m)["change_feed"].startswith("live")
+    assert info(m)["change_feed_mode"] == "poll"
+    # and it still reports what changes
+    rc, _, err = server.run(sid, "echo three > %s" % m.spath("f.txt"))
+    assert rc == 0, err
+    wait_for(lambda: open(p).read() == "three\n", timeout=5)
+    assert inotifywaits(server, sid) == []
+
+
+def test_inotify_an_overflowing_queue_drops_every_cache(server, make_mount):
+    """More events than the kernel queues for inotifywait while it does not
+    read (stopped here): the queue says it overflowed, every cache goes."""
+    m = make_mount(options=FEED)
+    sid = m.sandbox_id
+    rc, out, err = server.run(sid, "cat /proc/sys/fs/inotify/max_queued_events")
+    assert rc == 0, err
+    queued = int(out)
+    if queued > 100000:
+        pytest.skip("the kernel queues %d inotify events" % queued)
+    server.write_file(sid, m.spath("d", "f.txt"), b"one\n")
+    wait_live(m)
+    assert info(m)["change_feed_mode"] == "inotify"
+    p = os.path.join(m.path, "d", "f.txt")
+    assert open(p).read() == "one\n"
+    time.sleep(1.0)
+    [pid] = inotifywaits(server, sid)
+    # three events a new file (made, its times set, closed)
+    rc, _, err = server.run(sid, "kill -STOP %s && cd %s && echo two > f.txt && seq %d | xargs touch; kill -CONT %s"
+                            % (pid, m.spath("d"), queued // 3 + 100, pid))
+    assert rc == 0, err
+    wait_for(lambda: lost_events_logged(m), timeout=10)
+    assert open(p).read() == "two\n"
+    assert len(os.listdir(os.path.dirname(p))) == queued // 3 + 101
+    assert info(m)["change_feed_mode"] == "poll"
+    m.stop()
+    assert inotifywaits(server, sid) == []
+    assert feed_procs(server, sid) == [0, 0]
+
+
+def test_inotify_nothing_left_after_unmount(server, make_mount):
+    m = make_mount(options=FEED)
+    sid = m.sandbox_id
+    wait_live(m)
+    assert info(m)["change_feed_mode"] == "inotify"
+    assert len(inotifywaits(server, sid)) == 1
+    assert feed_procs(server, sid) == [1, 1]
+    m.stop()
+    assert inotifywaits(server, sid) == []
+    assert feed_procs(server, sid) == [0, 0]

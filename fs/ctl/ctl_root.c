@@ -144,6 +144,9 @@ static int info_line(struct ctl *c, struct text *out)
 	feed_describe(fs, feed, sizeof(feed));
 	rc = rc ? rc : text_adds(out, ",\"change_feed\":");
 	rc = rc ? rc : text_json_str(out, feed);
+	feed_mode(fs, feed, sizeof(feed));
+	rc = rc ? rc : text_adds(out, ",\"change_feed_mode\":");
+	rc = rc ? rc : text_json_str(out, feed);
 	rc = rc ? rc : text_adds(out, ",\"dir\":");
 	rc = rc ? rc : text_json_str(out, fs->root);
 	rc = rc ? rc : text_adds(out, ",\"mountpoint\":");

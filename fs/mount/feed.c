@@ -2,7 +2,10 @@
  * feed.c - the change feed (see feed.h).
  *
  * The command is POSIX sh with find, ls, cksum, tr and head (any image
- * has them). It keeps stamp files in a directory of its own under /tmp
+ * has them). Where the image has inotifywait and GNU stat (and feed_mode
+ * is auto) it learns of changes from inotify; else, or when inotifywait
+ * cannot set its watches, it polls. Polling, it keeps stamp files in a
+ * directory of its own under /tmp
  * and, each round, reports every path under the root whose status
  * changed after the stamp taken before the round before (find -cnewer
  * where find has it, else -newer). Each stamp is followed by a pause
@@ -10,6 +13,20 @@
  * made while a round's find runs, after it looked, is newer than the
  * stamp the next round compares with. A name that left a directory is
  * reported as a change of the directory (its mtime and ctime moved).
+ *
+ * With inotify, inotifywait -m -r watches the root and a sentinel file
+ * in that directory; a ticker touches the sentinel every interval, once
+ * the last touch was read and its tick sent. The kernel queues events in
+ * order in one queue, so when the reader meets the sentinel's event,
+ * every change made before the touch was read: it ends the round there,
+ * stats the round's paths (deduplicated; a name made, gone or moved also
+ * reports its directory) in one batch and prints the tick. inotifywait
+ * watches a new directory when it sees it made; the directory's own
+ * report (its names' cksum) covers what was made in it before. It is
+ * started before the first round, which (with R back) is one find, so
+ * nothing falls between the two. When the queue overflows or inotifywait
+ * dies, events may be lost: the command prints "* lost" (every cache
+ * goes), takes a stamp before it, and polls from then on.
  *
  * Its lines:
  *   R            ready: its first stamp is taken
@@ -26,6 +43,11 @@
  *                times as long as the round took where date can say, so
  *                that a big tree costs the sandbox at most a fifth of a
  *                CPU (and the mount waits that much longer for a tick)
+ *   M MODE       how it learns of changes: "inotify" or "poll" (once
+ *                at the start, and again when inotify fails)
+ *   * WHY        anything may have changed: every cache goes ("* lost":
+ *                inotify lost events; "* many": more than FEED_BURST
+ *                paths in a round)
  *   E            it ends after FEED_ROUNDS rounds, so that a mount that
  *                died cannot leave it running for long; the next one
  *                starts at once and goes back to its last round
@@ -86,6 +108,8 @@ struct feed {
 	char why[1200]; /* why it is not live */
 	long long live_since_wall;
 	unsigned long long reports;
+	/* how it learns of changes: "inotify", "poll" (static), or NULL */
+	const char *mode;
 	/* the thread's own: every change made before covered (monotonic
 	 * ms, less a margin) was reported; the feed_since a feed that starts
 	 * by reporting what changed since then keeps */
@@ -108,6 +132,185 @@ struct run {
 	uint64_t seq_last, seq_before;
 };
 
+static const char feed_body[] =
+	"mkdir -p \"$d\" && echo $me > \"$d/owner\" || exit 3\n"
+	"# whether this command still owns the directory, and its shell lives\n"
+	"mine() { read o < \"$d/owner\" 2>/dev/null && [ \"$o\" = $me ] && "
+	"kill -0 $me 2>/dev/null; }\n"
+	"q=\"$d/i.$me\"\n"
+	"trap 'i=$(cat \"$q\" 2>/dev/null); mine && rm -rf \"$d\"; rm -f "
+	"\"$q\" \"$d/e.$me\" \"$d/t.$me\" \"$d/a.$me\"; [ -n \"$i\" ] && kill "
+	"$i 2>/dev/null; exit 143' TERM INT HUP\n"
+	"c=-cnewer\n"
+	"find \"$d/owner\" -cnewer \"$d/owner\" >/dev/null 2>&1 || c=-newer\n"
+	"F='%f %s %.9Y %.9Z %U %G'\n"
+	"export F\n"
+	"g=0\n"
+	"stat --printf \"$F\" -- \"$d/owner\" >/dev/null 2>&1 && g=1\n"
+	"t=0\n"
+	"case $(date +%s%N 2>/dev/null) in *[!0-9]*|'') ;; *) t=1;; esac\n"
+	"ws=$((W / 1000)).$(printf '%03d' $((W % 1000)))\n"
+	"pause() { sleep 0.02 2>/dev/null || sleep 1; }\n"
+	"# one round: what changed after the stamp s1\n"
+	"look() {\n"
+	"  if [ $g = 1 ]; then\n"
+	"    find \"$r\" \\( -path \"$d\" $P \\) -prune -o $c \"$d/s1\" \\( "
+	"-type d -exec sh -c 'for x; do n=$(QUOTING_STYLE=literal LC_ALL=C ls "
+	"-A \"$x\" 2>/dev/null | cksum) && s=$(stat -c \"$F\" -- \"$x\") && "
+	"printf \"D%s %s %s\\000\" \"$n\" \"$s\" \"$x\"; done' sh {} + -o "
+	"-exec stat --printf \"A$F %n\\000\" -- {} + \\)\n"
+	"  else\n"
+	"    find \"$r\" \\( -path \"$d\" $P \\) -prune -o $c \"$d/s1\" \\( "
+	"-type d -exec sh -c 'for x; do printf \"d%s %s\\000\" "
+	"\"$(QUOTING_STYLE=literal LC_ALL=C ls -A \"$x\" 2>/dev/null | "
+	"cksum)\" \"$x\"; done' sh {} + -o -exec printf '%s\\000' {} + \\)\n"
+	"  fi 2>/dev/null | tr '\\n\\r\\000' '\\001\\001\\n' | head -n $((B + "
+	"1))\n"
+	"}\n"
+	"poll() {\n"
+	"  while mine && [ $n -lt $N ]; do\n"
+	"    touch \"$d/s0\" || exit 3\n"
+	"    pause\n"
+	"    [ $t = 1 ] && a=$(date +%s%N)\n"
+	"    look\n"
+	"    mv -f \"$d/s0\" \"$d/s1\" || exit 3\n"
+	"    w=$W\n"
+	"    if [ $t = 1 ]; then\n"
+	"      e=$((($(date +%s%N) - a) / 1000000))\n"
+	"      [ $((e * 4)) -gt $w ] && w=$((e * 4))\n"
+	"    fi\n"
+	"    echo \". $w\"\n"
+	"    sleep $((w / 1000)).$(printf '%03d' $((w % 1000)))\n"
+	"    n=$((n+1))\n"
+	"  done\n"
+	"}\n"
+	"ready() {\n"
+	"  if [ $b -gt 0 ] && touch -d \"@$(($(date +%s) - b))\" \"$d/s1\" "
+	"2>/dev/null; then\n"
+	"    echo 'R back'\n"
+	"    return 0\n"
+	"  fi\n"
+	"  touch \"$d/s1\" || exit 3\n"
+	"  pause\n"
+	"  echo R\n"
+	"  return 1\n"
+	"}\n"
+	"# the paths of a round (one a line), told with what they are now\n"
+	"tell() {\n"
+	"  tr '\\n' '\\000' | xargs -0 sh -c 'for x; do [ -e \"$x\" ] || [ -h "
+	"\"$x\" ] || printf \"%s\\000\" \"$x\"; done; find \"$@\" -prune \\( "
+	"-type d -exec sh -c '\\''for x; do n=$(QUOTING_STYLE=literal LC_ALL=C "
+	"ls -A \"$x\" 2>/dev/null | cksum) && s=$(stat -c \"$F\" -- \"$x\") && "
+	"printf \"D%s %s %s\\000\" \"$n\" \"$s\" \"$x\"; done'\\'' sh {} + -o "
+	"-exec stat --printf \"A$F %n\\000\" -- {} + \\)' sh 2>/dev/null | tr "
+	"'\\n\\r\\000' '\\001\\001\\n' | head -n $((B + 1))\n"
+	"}\n"
+	"# inotify: events in, rounds out; a round ends at the sentinel's "
+	"touch\n"
+	"# (events are read in the order the kernel queued them)\n"
+	"inotify() {\n"
+	"  h=0\n"
+	"  while :; do\n"
+	"    grep -q '^Watches established' \"$d/e.$me\" 2>/dev/null && break\n"
+	"    if grep -q '^gone' \"$d/e.$me\" 2>/dev/null || [ $h -ge 1200 ]; "
+	"then\n"
+	"      return 1\n"
+	"    fi\n"
+	"    sleep 0.05\n"
+	"    h=$((h+1))\n"
+	"  done\n"
+	"  echo 'M inotify'\n"
+	"  ready && look\n"
+	"  # the ticker: it touches the sentinel (an open for writing, "
+	"closed)\n"
+	"  # once the last touch was read and its tick sent, so that a tick "
+	"says\n"
+	"  # every change made before the last one was sent was read\n"
+	"  echo 0 > \"$d/a.$me\"\n"
+	"  ( j=0\n"
+	"    while mine; do\n"
+	"      sleep $ws\n"
+	"      read c < \"$d/a.$me\" || break\n"
+	"      [ \"$c\" = $j ] || continue\n"
+	"      j=$((j+1))\n"
+	"      : >> \"$d/t.$me\" || break\n"
+	"    done\n"
+	"    kill $(cat \"$q\") 2>/dev/null ) &\n"
+	"  k=$!\n"
+	"  nl='\n"
+	"'\n"
+	"  p=$nl\n"
+	"  u=0\n"
+	"  while IFS= read -r l; do\n"
+	"    e=${l%% *}\n"
+	"    x=${l#* }\n"
+	"    case $e in *Q_OVERFLOW*) break;; esac\n"
+	"    case $x in\n"
+	"    \"$d/t.$me\")\n"
+	"      case $e in CLOSE_WRITE*) ;; *) continue;; esac\n"
+	"      if [ $u -gt $B ]; then\n"
+	"        echo '* many'\n"
+	"      elif [ $u -gt 0 ]; then\n"
+	"        printf '%s' \"${p#?}\" | tell\n"
+	"      fi\n"
+	"      p=$nl\n"
+	"      u=0\n"
+	"      echo \". $W\"\n"
+	"      n=$((n+1))\n"
+	"      echo $n > \"$d/a.$me\"\n"
+	"      [ $n -ge $N ] && return 0\n"
+	"      continue;;\n"
+	"    \"$d\"|\"$d\"/*) continue;;\n"
+	"    /*) ;;\n"
+	"    *) break;;\n"
+	"    esac\n"
+	"    case $x in ?*/) x=${x%/}; esac\n"
+	"    case $e in\n"
+	"    *CREATE*|*DELETE*|*MOVED*)\n"
+	"      y=${x%/*}\n"
+	"      set -- \"$x\" \"${y:-/}\";;\n"
+	"    *) set -- \"$x\";;\n"
+	"    esac\n"
+	"    [ $u -gt $B ] && continue\n"
+	"    for x; do\n"
+	"      case $p in *\"$nl$x$nl\"*) ;; *) p=$p$x$nl; u=$((u+1));; esac\n"
+	"    done\n"
+	"  done\n"
+	"  # it stopped telling, or lost events: what changed since is "
+	"unknown\n"
+	"  mine || return 0\n"
+	"  kill $k $(cat \"$q\") 2>/dev/null\n"
+	"  k=\n"
+	"  touch \"$d/s1\" || exit 3\n"
+	"  pause\n"
+	"  echo '* lost'\n"
+	"  echo 'M poll'\n"
+	"  poll\n"
+	"  return 0\n"
+	"}\n"
+	"n=0\n"
+	"# inotify where it can: inotifywait, GNU stat for the reports, and a "
+	"tr\n"
+	"# that stdbuf can make give each event at once\n"
+	"if [ \"$m\" = auto ] && [ $g = 1 ] && command -v inotifywait "
+	">/dev/null 2>&1 && stdbuf -oL tr --version 2>/dev/null | grep -q GNU "
+	"&& : > \"$d/t.$me\"; then\n"
+	"  { ( inotifywait -m -r -e "
+	"modify,attrib,close_write,move,create,delete,delete_self,move_self,q_"
+	"overflow --format '%e %w%f%0' --no-newline \"$r\" \"$d/t.$me\" "
+	"\"@$d\" $X 2>\"$d/e.$me\" & echo $! > \"$q\"; wait $!; echo \"gone "
+	"$?\" >> \"$d/e.$me\" ) | stdbuf -oL tr '\\n\\r\\000' '\\001\\001\\n' "
+	"| { inotify || { kill $(cat \"$q\") 2>/dev/null; echo 'M poll'; "
+	"ready; poll; }; [ $n -ge $N ] && echo E; kill $k $(cat \"$q\") "
+	"2>/dev/null; }; } &\n"
+	"else\n"
+	"  { echo 'M poll'; ready; poll; [ $n -ge $N ] && echo E; } &\n"
+	"fi\n"
+	"wait $!\n"
+	"w=$?\n"
+	"rm -f \"$q\" \"$d/e.$me\" \"$d/t.$me\" \"$d/a.$me\"\n"
+	"exit $w\n";
+
 static char *feed_script(struct osbfs *fs, struct feed *f, long back_s)
 {
 	char *root = osb_shell_quote(fs->root);
@@ -115,67 +318,17 @@ static char *feed_script(struct osbfs *fs, struct feed *f, long back_s)
 	if (!root)
 		return NULL;
 	bool all = strcmp(fs->root, "/") == 0;
+	/* what a feed of the whole sandbox leaves out */
 	const char *prune =
-		all ? "-o -path /proc -o -path /sys -o -path /dev " : "";
-	int n = asprintf(
-		&out,
-		"d=%s; r=%s; me=$$\n"
-		"mkdir -p \"$d\" && echo $me > \"$d/owner\" || exit 3\n"
-		"trap '[ \"$(cat \"$d/owner\" 2>/dev/null)\" = $me ] && "
-		"rm -rf \"$d\"; exit 143' TERM INT HUP\n"
-		"c=-cnewer\n"
-		"find \"$d/owner\" -cnewer \"$d/owner\" >/dev/null 2>&1 || "
-		"c=-newer\n"
-		"F='%%f %%s %%.9Y %%.9Z %%U %%G'\n"
-		"export F\n"
-		"g=0\n"
-		"stat --printf \"$F\" -- \"$d/owner\" >/dev/null 2>&1 && g=1\n"
-		"t=0\n"
-		"case $(date +%%s%%N 2>/dev/null) in *[!0-9]*|'') ;; *) t=1;; "
-		"esac\n"
-		"b=%ld\n"
-		"if [ $b -gt 0 ] && touch -d \"@$(($(date +%%s) - b))\" "
-		"\"$d/s1\" 2>/dev/null; then\n"
-		"  echo 'R back'\n"
-		"else\n"
-		"  touch \"$d/s1\" || exit 3\n"
-		"  sleep 0.02 2>/dev/null || sleep 1\n"
-		"  echo R\n"
-		"fi\n"
-		"n=0\n"
-		"while [ \"$(cat \"$d/owner\" 2>/dev/null)\" = \"$me\" ] && [ "
-		"$n -lt %d ]; do\n"
-		"  touch \"$d/s0\" || exit 3\n"
-		"  sleep 0.02 2>/dev/null || sleep 1\n"
-		"  [ $t = 1 ] && a=$(date +%%s%%N)\n"
-		"  if [ $g = 1 ]; then\n"
-		"    find \"$r\" \\( -path \"$d\" %s\\) -prune -o $c \"$d/s1\" "
-		"\\( -type d -exec sh -c 'for x; do n=$(QUOTING_STYLE=literal "
-		"LC_ALL=C ls -A \"$x\" 2>/dev/null | cksum) && s=$(stat -c "
-		"\"$F\" -- \"$x\") && printf \"D%%s %%s %%s\\000\" \"$n\" "
-		"\"$s\" \"$x\"; done' sh {} + -o -exec stat --printf \"A$F "
-		"%%n\\000\" -- {} + \\)\n"
-		"  else\n"
-		"    find \"$r\" \\( -path \"$d\" %s\\) -prune -o $c \"$d/s1\" "
-		"\\( -type d -exec sh -c 'for x; do printf \"d%%s %%s\\000\" "
-		"\"$(QUOTING_STYLE=literal LC_ALL=C ls -A \"$x\" 2>/dev/null | "
-		"cksum)\" \"$x\"; done' sh {} + -o -exec printf '%%s\\000' {} "
-		"+ \\)\n"
-		"  fi 2>/dev/null | tr '\\n\\r\\000' '\\001\\001\\n' | head -n "
-		"%d\n"
-		"  mv -f \"$d/s0\" \"$d/s1\" || exit 3\n"
-		"  w=%ld\n"
-		"  if [ $t = 1 ]; then\n"
-		"    e=$((($(date +%%s%%N) - a) / 1000000))\n"
-		"    [ $((e * 4)) -gt $w ] && w=$((e * 4))\n"
-		"  fi\n"
-		"  echo \". $w\"\n"
-		"  sleep $((w / 1000)).$(printf '%%03d' $((w %% 1000)))\n"
-		"  n=$((n+1))\n"
-		"done\n"
-		"[ $n -ge %d ] && echo E\n",
-		f->dir, root, back_s, FEED_ROUNDS, prune, prune, FEED_BURST + 1,
-		fs->opt->feed_interval_ms, FEED_ROUNDS);
+		all ? "-o -path /proc -o -path /sys -o -path /dev" : "";
+	const char *skip = all ? "@/proc @/sys @/dev" : "";
+	bool poll = strcmp(fs->opt->feed_mode, "poll") == 0;
+	int n = asprintf(&out,
+			 "d=%s; r=%s; me=$$; b=%ld; W=%ld; B=%d; N=%d; m=%s; "
+			 "P='%s'; X='%s'\n%s",
+			 f->dir, root, back_s, fs->opt->feed_interval_ms,
+			 FEED_BURST, FEED_ROUNDS, poll ? "poll" : "auto", prune,
+			 skip, feed_body);
 	free(root);
 	return n < 0 ? NULL : out;
 }
@@ -317,6 +470,24 @@ static void got_path(struct run *r, const char *line)
 	pthread_mutex_unlock(&r->f->lock);
 }
 
+/* "M MODE": how the command learns of changes (it may fall back from
+ * inotify to polling while it runs). */
+static void got_mode(struct run *r, const char *line)
+{
+	struct feed *f = r->f;
+	const char *mode = strcmp(line, "inotify") == 0 ? "inotify" : "poll";
+	pthread_mutex_lock(&f->lock);
+	bool same = f->mode && strcmp(f->mode, mode) == 0;
+	f->mode = mode;
+	pthread_mutex_unlock(&f->lock);
+	if (!same)
+		log_info("change feed: %s",
+			 mode[0] == 'i' ?
+				 "the sandbox's inotify says what changes" :
+				 "the sandbox looks over the tree each round "
+				 "(polling)");
+}
+
 static int on_event(void *arg, const struct osb_event *ev)
 {
 	struct run *r = arg;
@@ -341,6 +512,18 @@ static int on_event(void *arg, const struct osb_event *ev)
 		r->seq_last = tick(r->fs, mono_ms(), w);
 	} else if (strcmp(t, "E") == 0) {
 		r->ended = true;
+	} else if (t[0] == 'M' && t[1] == ' ') {
+		got_mode(r, t + 2);
+	} else if (t[0] == '*' && (t[1] == ' ' || !t[1])) {
+		/* "* many": more changes in a round than it says one by
+		 * one; "* lost": its watch lost events. Anything may have
+		 * changed. */
+		if (r->ready) {
+			if (strcmp(t, "* many") != 0)
+				log_warn("change feed: the sandbox's watch "
+					 "lost events; every cache dropped");
+			fs_invalidate_all(r->fs);
+		}
 	} else if (t[0] && strchr("/dDA", t[0])) {
 		got_path(r, t);
 	}
@@ -523,6 +706,17 @@ void feed_release(struct osbfs *fs)
 	pthread_cond_destroy(&f->cond);
 	free(f);
 	fs->feed = NULL;
+}
+
+void feed_mode(struct osbfs *fs, char *buf, size_t size)
+{
+	struct feed *f = fs->feed;
+	buf[0] = '\0';
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->lock);
+	snprintf(buf, size, "%s", f->mode ? f->mode : "");
+	pthread_mutex_unlock(&f->lock);
 }
 
 void feed_describe(struct osbfs *fs, char *buf, size_t size)

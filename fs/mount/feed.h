@@ -25,5 +25,8 @@ void feed_release(struct osbfs *fs);
 
 /* One line for info: "live since ...", "off", or why it is not live. */
 void feed_describe(struct osbfs *fs, char *buf, size_t size);
+/* How the feed learns of changes: "inotify", "poll", or "" (off, or not
+ * said yet). */
+void feed_mode(struct osbfs *fs, char *buf, size_t size);
 
 #endif /* OSBFS_FEED_H */

@@ -113,6 +113,10 @@ static const struct opt_def table[] = {
 	  "until it reports a change, past the timeouts above" },
 	{ "feed_interval", OPT_MS, O(feed_interval_ms), "500ms",
 	  "how often the change feed looks for changes" },
+	{ "feed_mode", OPT_STR, O(feed_mode), "auto",
+	  "how the change feed learns of changes: auto (inotify where the "
+	  "sandbox has inotifywait and its watches can be set, else "
+	  "polling) or poll (a look over the tree every feed_interval)" },
 	{ "writeback_delay", OPT_MS, O(writeback_delay_ms), "1s",
 	  "upload this long after the last close" },
 	{ "cache_max_size", OPT_SIZE, O(cache_max_size), "10G",
@@ -573,6 +577,13 @@ int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
 		snprintf(msg, msg_size,
 			 "symlinks must be safe or raw, not \"%s\"",
 			 o->symlinks);
+		return -EINVAL;
+	}
+	if (strcmp(o->feed_mode, "auto") != 0 &&
+	    strcmp(o->feed_mode, "poll") != 0) {
+		snprintf(msg, msg_size,
+			 "feed_mode must be auto or poll, not \"%s\"",
+			 o->feed_mode);
 		return -EINVAL;
 	}
 	if (o->protocol && strcmp(o->protocol, "http") != 0 &&

@@ -58,6 +58,7 @@ struct osbfs_options {
 	long attr_timeout_ms;
 	bool feed;
 	long feed_interval_ms;
+	char *feed_mode; /* "auto" (inotify where it can) or "poll" */
 	long dir_timeout_ms;
 	long negative_timeout_ms;
 	long writeback_delay_ms;
