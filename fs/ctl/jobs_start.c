@@ -83,11 +83,11 @@ static void start_undo(struct jobs *js, const char *id, bool named)
 	snprintf(claim, sizeof(claim), JOBS_DIR "/%s/claim", id);
 	/* a named job's record stays, without the claim: it may be
 	 * started again */
-	const char *dirs[2] = { live, named ? claim : rec };
-	const char *files[2] = { cmd, cwd };
-	osb_dirs_remove(js->fs->sb, dirs, 2, NULL);
+	const char *dirs[2] = { live, rec };
+	const char *files[3] = { cmd, cwd, claim };
+	osb_dirs_remove(js->fs->sb, dirs, named ? 1 : 2, NULL);
 	if (named)
-		osb_files_remove(js->fs->sb, files, 2, NULL);
+		osb_files_remove(js->fs->sb, files, 3, NULL);
 }
 
 /* Flush, record, start the wrapper. 0, or a negative errno (logged);
