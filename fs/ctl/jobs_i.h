@@ -28,7 +28,7 @@
 #define JOB_LINE_STARTED "osbfs-job: started"
 #define JOB_LINE_TAKEN "osbfs-job: taken"
 #define JOB_LINE_END "osbfs-job: end"
-#define JOB_INLINE_MAX (64 * 1024)
+#define JOB_INLINE_MAX ((size_t)64 * 1024)
 /* at most this many starts' streams are read at once */
 #define JOB_STREAMS_MAX 4
 /* a stream is read this long at most; then the monitor follows the job */

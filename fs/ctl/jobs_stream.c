@@ -25,6 +25,7 @@
 
 #include "jobs_i.h"
 #include "log.h"
+#include "watch.h"
 
 enum phase { PH_WAIT, PH_STARTED, PH_TAKEN, PH_FAILED };
 
@@ -158,6 +159,9 @@ static void *reader_main(void *arg)
 	struct osb_error err;
 	int code = -1;
 
+	/* a stream that lasts, with its own flag (and its own limit,
+	 * JOB_STREAM_HOLD_MS): not the watchdog's */
+	watch_exempt_thread();
 	osb_cancel_flag_set(&js->streams_cancel);
 	osb_command_opts_init(&o);
 	o.cwd = js->fs->root;
@@ -294,6 +298,8 @@ void jstreams_stop(struct jobs *js)
 {
 	atomic_store(&js->streams_cancel, 1);
 	pthread_mutex_lock(&js->lock);
+	if (js->nstreams)
+		log_debug("stopping %zu job stream(s)", js->nstreams);
 	while (js->nstreams)
 		pthread_cond_wait(&js->cond, &js->lock);
 	pthread_mutex_unlock(&js->lock);
