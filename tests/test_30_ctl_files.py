@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 
 import pytest
@@ -280,6 +281,23 @@ def test_invalidate_shows_a_change_made_in_the_sandbox(make_mount, server):
     assert "new.txt" in os.listdir(m.p())
 
 
+def test_a_working_directory_in_the_mount_survives_every_cache_dropped(make_mount, server):
+    """Dropping every cache (invalidate, a job's end, a burst of changes the
+    feed reports) leaves a process's working directory in the mount: its
+    getcwd (git, a shell's pwd) still works, and it sees the changes."""
+    m = make_mount(options=["attr_timeout=600s", "dir_timeout=600s"])
+    server.write_file(m.sandbox_id, m.spath("proj", "src", "a.txt"), b"a\n")
+    assert os.listdir(m.p("proj", "src")) == ["a.txt"]
+    server.write_file(m.sandbox_id, m.spath("proj", "src", "later.txt"), b"later\n")
+    ctl = osb(m, "ctl")
+    r = subprocess.run(["sh", "-c", "cd proj/src && echo invalidate > ../../.osb/ctl && "
+                        "sleep 0.5 && %s -c 'import os; print(os.getcwd())' && ls && cat later.txt" % sys.executable],
+                       cwd=m.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:4] == [m.p("proj", "src"), "a.txt", "later.txt", "later"], r.stdout
+    assert os.path.exists(ctl)
+
+
 def test_renew_sets_the_expiry(mount, server):
     write(osb(mount, "ctl"), "renew 7200")
     exp = info(mount)["expires_at"]
@@ -507,6 +525,8 @@ def test_a_daemon_with_log_file_logs_there(server, make_sandbox, tmp_path):
 
 
 def test_log_collapses_a_message_repeated_in_a_loop(mount):
+    # the change feed's start, logged, would come between the repeats
+    wait_until(lambda: info(mount)["change_feed"].startswith("live"), 30, "the feed to go live")
     for _ in range(2000):
         expect_errno(errno.EINVAL, write, osb(mount, "ctl"), "frobnicate")
     # what a loop repeats costs a few lines, and says how many it stands for

@@ -60,11 +60,16 @@ struct collect {
 	struct node *root;
 };
 
+/* Every name but a directory's: the kernel unhashes the entry it is
+ * told to drop, and a process whose working directory it is then gets
+ * ENOENT from getcwd (git, a shell's pwd). A directory's entry expires
+ * with entry_timeout instead, and its inode is dropped as any other. */
 static void collect_one(struct node *n, void *arg)
 {
 	struct collect *c = arg;
+	bool dir = n->attr_valid && n->attr.type == OSB_DIR;
 	node_invalidate(n);
-	if (n->parent)
+	if (n->parent && !dir)
 		push(c->nt, n->parent->ino, 0, n->name);
 	if (n->nlookup && n != c->root)
 		push(c->nt, 0, n->ino, NULL);
