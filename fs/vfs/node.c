@@ -486,8 +486,7 @@ static bool feed_holds(const struct node_table *nt, const struct node *n,
 		       long long expiry, long ttl, long long now)
 {
 	long long asked = expiry - ttl;
-	return ttl > 0 && node_feed_live(nt, now) &&
-	       asked >= nt->feed_since &&
+	return ttl > 0 && node_feed_live(nt, now) && asked >= nt->feed_since &&
 	       asked >= n->feed_mark;
 }
 
