@@ -154,6 +154,14 @@ void ctl_release_all(struct osbfs *fs)
 
 /* ---- inodes ---- */
 
+bool ctl_jobs_running(struct osbfs *fs)
+{
+	size_t running = 0, total;
+	if (fs->ctl && fs->ctl->jobs)
+		jobs_counts(fs->ctl->jobs, &running, &total);
+	return running > 0;
+}
+
 bool ctl_is_ino(fuse_ino_t ino)
 {
 	return ino >= CTL_INO_BASE;

@@ -17,6 +17,9 @@ int ctl_init(struct osbfs *fs);
 int ctl_start(struct osbfs *fs);
 void ctl_stop(struct osbfs *fs);
 void ctl_release_all(struct osbfs *fs);
+/* Whether a job in the mount's table runs: a use of the sandbox that
+ * idle_pause waits for. */
+bool ctl_jobs_running(struct osbfs *fs);
 
 bool ctl_is_ino(fuse_ino_t ino);
 fuse_ino_t ctl_root_ino(void);

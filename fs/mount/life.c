@@ -13,6 +13,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "ctl.h"
 #include "life.h"
 #include "log.h"
 #include "osbfs.h"
@@ -338,6 +339,10 @@ static void idle_tick(struct osbfs *fs)
 	struct lifecycle *l = fs->life;
 	if (!l)
 		return;
+	/* a job running keeps the sandbox in use, though nothing is asked
+	 * of it meanwhile (a streamed job's end comes by itself) */
+	if (ctl_jobs_running(fs))
+		atomic_store(&fs->last_activity, mono_ms());
 	long long idle = mono_ms() - atomic_load(&fs->last_activity);
 
 	pthread_mutex_lock(&l->lock);
