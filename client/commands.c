@@ -46,8 +46,7 @@ static int check_id(const char *id, struct osb_error *err)
  */
 static int run_stream(struct osb_sandbox *sb, const char *path,
 		      const char *body, const char *what, bool follow,
-		      const struct osb_command_opts *o, struct event_stream *s,
-		      struct osb_error *err)
+		      struct event_stream *s, struct osb_error *err)
 {
 	struct http_response rs = { 0 };
 	struct http_request rq = {
@@ -60,9 +59,7 @@ static int run_stream(struct osb_sandbox *sb, const char *path,
 		.sink = event_stream_sink,
 		.sink_arg = s,
 		.streaming = true,
-		.max_ms = o ? o->stream_max_ms : 0,
-		.retry = o && o->resend_safe ? HTTP_RETRY_RESEND_SAFE :
-					       HTTP_RETRY_UNSENT,
+		.retry = HTTP_RETRY_UNSENT,
 	};
 	int rc = execd_call(sb, &rq, &rs, err);
 	bool broken = rc && rs.retryable && rs.delivered;
@@ -114,7 +111,7 @@ static int command_run(struct osb_sandbox *sb, const char *cmd,
 	if (!body)
 		return -ENOMEM;
 	event_stream_init(&s, fn, arg);
-	int rc = run_stream(sb, "/command", body, NULL, !(o && o->no_follow), o,
+	int rc = run_stream(sb, "/command", body, NULL, !(o && o->no_follow),
 			    &s, err);
 	if (ret_id && s.id[0])
 		snprintf(ret_id, OSB_ID_MAX, "%s", s.id);
@@ -214,7 +211,7 @@ int osb_command_start(struct osb_sandbox *sb, const char *cmd,
 	if (!body)
 		return -ENOMEM;
 	event_stream_init(&s, NULL, NULL);
-	int rc = run_stream(sb, "/command", body, NULL, true, o, &s, err);
+	int rc = run_stream(sb, "/command", body, NULL, true, &s, err);
 	if (!rc && s.failed) {
 		osb_error_set(
 			err, 200, "", "POST /command: could not start: %s",
@@ -379,7 +376,7 @@ int osb_session_run(struct osb_sandbox *sb, const char *id, const char *cmd,
 		return -ENOMEM;
 	}
 	event_stream_init(&s, fn, arg);
-	rc = run_stream(sb, path.data, body, NULL, true, NULL, &s, err);
+	rc = run_stream(sb, path.data, body, NULL, true, &s, err);
 	if (!rc && ret_exit_code)
 		*ret_exit_code = s.exit_code;
 	event_stream_release(&s);
