@@ -339,8 +339,8 @@ static void idle_tick(struct osbfs *fs)
 	struct lifecycle *l = fs->life;
 	if (!l)
 		return;
-	/* a job running keeps the sandbox in use, though nothing is asked
-	 * of it meanwhile (a streamed job's end comes by itself) */
+	/* a job running keeps the sandbox in use, whether or not the
+	 * monitor is asking about it at the moment */
 	if (ctl_jobs_running(fs))
 		atomic_store(&fs->last_activity, mono_ms());
 	long long idle = mono_ms() - atomic_load(&fs->last_activity);
