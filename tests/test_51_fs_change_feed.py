@@ -150,24 +150,34 @@ def test_a_broken_feed_falls_back_to_the_timeouts_and_comes_back(server, make_mo
     assert inotifywaits(server, sid) == []
 
 
+def polling_with_tools(server, make_mount, options, tools):
+    """A mount on a sandbox whose /usr/local/bin holds what the shell text
+    @tools makes there (stand-ins for an image's own tools), with d/f.txt
+    ("one") in its tree: started, its feed live and polling. (the mount,
+    its sandbox id, the path of f.txt in it)"""
+    m = make_mount(options=options, start=False)
+    sid = m.sandbox_id
+    rc, _, err = server.run(sid, "mkdir -p /usr/local/bin && cd /usr/local/bin && %s && "
+                            "mkdir -p %s && echo one > %s" % (tools, m.spath("d"), m.spath("d", "f.txt")))
+    assert rc == 0, err
+    m.start()
+    wait_live(m)
+    assert info(m)["change_feed_mode"] == "poll"
+    p = os.path.join(m.path, "d", "f.txt")
+    assert open(p).read() == "one\n"
+    return m, sid, p
+
+
 def test_without_gnu_stat_and_find(server, make_mount, feed):
     """An image whose stat and find are POSIX only (busybox): the feed says
     paths without attributes, and still nothing is asked while the tree
     is as the mount knows it."""
-    m = make_mount(options=feed, start=False)
-    sid = m.sandbox_id
-    rc, _, err = server.run(sid, "mkdir -p /usr/local/bin && cd /usr/local/bin && "
-                            "printf '#!/bin/sh\\ncase \"$1\" in --printf) exit 1;; esac\\nexec /usr/bin/stat \"$@\"\\n' > stat && "
-                            "printf '#!/bin/sh\\ncase \" $* \" in *\" -cnewer \"*) exit 1;; esac\\nexec /usr/bin/find \"$@\"\\n' > find && "
-                            "chmod 755 stat find && stat --printf x / ; test $? = 1 && "
-                            "mkdir -p %s && echo one > %s" % (m.spath("d"), m.spath("d", "f.txt")))
-    assert rc == 0, err
-    m.start()
-    wait_live(m)
     # inotify needs GNU stat for what it reports: it polls
-    assert info(m)["change_feed_mode"] == "poll"
-    p = os.path.join(m.path, "d", "f.txt")
-    assert open(p).read() == "one\n"
+    m, sid, p = polling_with_tools(
+        server, make_mount, feed,
+        "printf '#!/bin/sh\\ncase \"$1\" in --printf) exit 1;; esac\\nexec /usr/bin/stat \"$@\"\\n' > stat && "
+        "printf '#!/bin/sh\\ncase \" $* \" in *\" -cnewer \"*) exit 1;; esac\\nexec /usr/bin/find \"$@\"\\n' > find && "
+        "chmod 755 stat find && stat --printf x / ; test $? = 1")
     # made through the mount: known without asking again
     with open(os.path.join(m.path, "d", "g.txt"), "w") as f:
         f.write("mine\n")
@@ -253,19 +263,11 @@ def test_a_file_made_in_a_new_directory_at_once_shows(server, make_mount, feed):
 def test_inotify_that_cannot_watch_falls_back_to_polling(server, make_mount):
     """inotifywait that fails to set its watches (here: the kernel's limit
     reached): the feed polls, in the same command."""
-    m = make_mount(options=FEED, start=False)
-    sid = m.sandbox_id
-    rc, _, err = server.run(sid, "mkdir -p /usr/local/bin && cd /usr/local/bin && "
-                            "printf '#!/bin/sh\\necho \"Setting up watches.\" >&2\\n"
-                            "echo \"Failed to watch $3; upper limit on inotify watches reached!\" >&2\\n"
-                            "exit 1\\n' > inotifywait && chmod 755 inotifywait && "
-                            "mkdir -p %s && echo one > %s" % (m.spath("d"), m.spath("d", "f.txt")))
-    assert rc == 0, err
-    m.start()
-    wait_live(m)
-    assert info(m)["change_feed_mode"] == "poll"
-    p = os.path.join(m.path, "d", "f.txt")
-    assert open(p).read() == "one\n"
+    m, sid, p = polling_with_tools(
+        server, make_mount, FEED,
+        "printf '#!/bin/sh\\necho \"Setting up watches.\" >&2\\n"
+        "echo \"Failed to watch $3; upper limit on inotify watches reached!\" >&2\\n"
+        "exit 1\\n' > inotifywait && chmod 755 inotifywait")
     time.sleep(1.0)
     rc, _, err = server.run(sid, "echo two > %s" % m.spath("d", "f.txt"))
     assert rc == 0, err
