@@ -23,7 +23,8 @@ def count(server, sid, key):
 
 
 def test_listing_answers_every_childs_getattr(server, make_mount):
-    m = make_mount(options=["attr_timeout=30s", "dir_timeout=30s"])
+    # feed=no: counts the listing's requests alone
+    m = make_mount(options=["attr_timeout=30s", "dir_timeout=30s", "feed=no"])
     sid = m.sandbox_id
     for i in range(50):
         server.write_file(sid, m.spath("many", "f%02d" % i), b"x" * i)
@@ -241,14 +242,19 @@ def replaced_while_open(server, m, new):
     replaces it in the sandbox with @new: yields the open file. Downloads
     are answered 300 ms late, so what the read-ahead fetches after the
     first MiB is read after the change, however fast it runs (on a busy
-    machine it could have fetched the whole file before the change)."""
+    machine it could have fetched the whole file before the change). The
+    new version is written beside it and renamed over it: an upload writes
+    in place, and a change feed's look in the middle of it would rightly
+    show a shorter file, where a reader stops without an error."""
     sid = m.sandbox_id
     server.write_file(sid, m.spath("big"), b"A" * (16 * MIB))
     server.set_faults(rate=1, kinds=["delay"], delay_ms=300, path="files/download")
     try:
         with open(m.p("big"), "rb", buffering=0) as f:
             assert f.read(MIB) == b"A" * MIB
-            server.write_file(sid, m.spath("big"), new)
+            server.write_file(sid, m.spath("big.new"), new)
+            code, _, err = server.run(sid, "mv -f %s %s" % (m.spath("big.new"), m.spath("big")))
+            assert code == 0, err
             yield f
     finally:
         server.clear_faults()
@@ -285,7 +291,9 @@ def test_same_size_replacement_while_read_fails_estale(server, make_mount):
 
 def test_other_size_replacement_while_read_fails_without_a_stat(server, make_mount):
     # the size every ranged answer states is enough: no request is added
-    m = make_mount(options=["attr_timeout=30s"])
+    # (feed=no: a change feed's report could come first, and the read
+    # would end at the new size)
+    m = make_mount(options=["attr_timeout=30s", "feed=no"])
     with replaced_while_open(server, m, b"B" * (3 * MIB)) as f:
         server.reset_stats()
         # past what is cached, within the size the kernel knows (which
@@ -307,6 +315,31 @@ def test_reader_fails_on_every_read_after_the_change(server, make_mount):
         with pytest.raises(OSError) as excinfo:
             f.read(4096)
     assert excinfo.value.errno == errno.ESTALE
+
+
+@pytest.mark.parametrize("told_by", ["stat", "feed"])
+def test_a_reader_never_gets_the_old_version_cut_to_the_new_size(server, make_mount, told_by):
+    # the kernel keeps one size for every handle: once it has the new
+    # one, a handle on the old version would read its bytes up to there
+    # and stop as at the end, with no error (a `cp` would copy a cut file)
+    opts = ["attr_timeout=0", "feed=no"] if told_by == "stat" else ["attr_timeout=30s"]
+    m = make_mount(options=opts)
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("f"), b"A" * (4 * MIB))
+    if told_by == "feed":
+        wait_until(lambda: info(m)["change_feed"].startswith("live"), 20, "the feed to go live")
+    with open(m.p("f"), "rb", buffering=0) as f:
+        assert read_on(f) == (b"A" * (4 * MIB), None)   # all of it cached
+        server.write_file(sid, m.spath("f.new"), b"B" * MIB)
+        code, _, err = server.run(sid, "mv -f %s %s" % (m.spath("f.new"), m.spath("f")))
+        assert code == 0, err
+        wait_until(lambda: os.stat(m.p("f")).st_size == MIB, 20, "the new size to show")
+        f.seek(0)
+        got, err = read_on(f)
+    assert got == b"" and err is not None and err.errno == errno.ESTALE, (len(got), err)
+    assert "/workspace/f changed in the sandbox while being read" in m.log()
+    with open(m.p("f"), "rb") as f:
+        assert f.read() == b"B" * MIB
 
 
 def test_new_open_after_the_change_reads_the_new_version(server, make_mount):
@@ -512,7 +545,8 @@ def test_a_read_ahead_overtaken_by_a_rewrite_leaves_no_mix_for_the_next_open(ser
 
 def test_a_file_read_in_several_downloads_is_asked_once_before_it_is_opened_again(
         server, make_mount):
-    m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h"])
+    # counts the version checks alone: a change feed's rounds would count too
+    m = make_mount(options=["attr_timeout=1h", "dir_timeout=1h", "feed=no"])
     sid = m.sandbox_id
     data = os.urandom(BIG)
     server.write_file(sid, m.spath("big"), data)

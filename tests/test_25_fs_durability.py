@@ -153,7 +153,16 @@ def test_operations_fail_with_eio_while_server_is_away_and_recover(make_server, 
     with open(m.p("offline.txt"), "a") as f:
         f.write("finished while the server was away")
     srv.restart()
-    assert "there" in os.listdir(m.p())
+
+    def listed():
+        try:
+            return "there" in os.listdir(m.p())
+        except OSError:
+            return False
+
+    # the mount fails fast while it thinks the server away, and finds it
+    # back at its next look
+    wait_until(listed, 30, "the listing once the server is back")
     m.stop()
     assert srv.read_file(sid, m.spath("offline.txt")) == b"begun before, finished while the server was away"
 

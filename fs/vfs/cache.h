@@ -123,9 +123,11 @@ bool cache_confirmed(struct cache *c, struct cfile *cf, uint64_t mark);
  * asked before its bytes are shown to a new open. */
 bool cache_mixed(struct cache *c, struct cfile *cf, const struct fattr *a);
 /* The sandbox has @a for a clean file, asked at @mark: content cached
- * for another version is dropped, unless a handle has it open; the
- * version cached is confirmed. */
-void cache_check_version(struct cache *c, struct cfile *cf,
+ * for another version is dropped, unless a handle has it open and the
+ * size is the same; the version cached is confirmed. True when handles
+ * open on the old version now fail (ESTALE): the size changed under
+ * them. */
+bool cache_check_version(struct cache *c, struct cfile *cf,
 			 const struct fattr *a, uint64_t mark);
 
 /* What cache_prepare() tells an open. */

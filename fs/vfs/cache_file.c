@@ -115,13 +115,25 @@ bool cache_mixed(struct cache *c, struct cfile *cf, const struct fattr *a)
 	return mixed;
 }
 
-void cache_check_version(struct cache *c, struct cfile *cf,
+bool cache_check_version(struct cache *c, struct cfile *cf,
 			 const struct fattr *a, uint64_t mark)
 {
+	bool stale = false;
 	pthread_mutex_lock(&c->lock);
-	if (cf->m.base == BASE_KNOWN && !confirm(cf, a, mark) && !cf->opens)
-		cache_drop_content(c, cf);
+	if (!cf->dirty && cf->m.base == BASE_KNOWN && !confirm(cf, a, mark)) {
+		/* the kernel learns the new size for every handle: one open
+		 * on the old version would read its bytes cut short, or
+		 * joined to the new ones, without an error */
+		stale = cf->opens && a->size != cf->size;
+		if (!cf->opens || stale)
+			cache_drop_content(c, cf);
+		if (stale) {
+			cf->m.base = BASE_UNKNOWN;
+			cf->version++;
+		}
+	}
 	pthread_mutex_unlock(&c->lock);
+	return stale;
 }
 
 /*

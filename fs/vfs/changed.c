@@ -244,14 +244,16 @@ void fs_feed_attr(struct osbfs *fs, const char *path, bool unsure,
 	bool same = n->attr_valid && same_attr(&n->attr, a);
 	special_take(n, a, fs->nodes.change_seq);
 	node_set_attr(n, a, now + fs->opt->attr_timeout_ms);
-	if (n->cf)
-		cache_check_version(fs->cache, n->cf, a, mark);
+	bool stale = n->cf && cache_check_version(fs->cache, n->cf, a, mark);
 	if (!same) {
 		free(n->link_target);
 		n->link_target = NULL;
 		tell_kernel(fs, n);
 	}
+	fuse_ino_t ino = n->ino;
 	pthread_mutex_unlock(&fs->nodes.lock);
+	if (stale)
+		tell_changed(fs, ino, path);
 }
 
 /* Whether this mount changed @d's own attributes after the table's

@@ -397,10 +397,13 @@ static int attr_get(struct osbfs *fs, struct held *h, struct fattr *ret,
 			*ret = h->n->attr;
 	}
 	/* the sandbox's version may not be the one cached: it goes */
-	if (h->n->cf && fetched && !raced && !node_has_local(fs, h->n))
-		cache_check_version(fs->cache, h->n->cf, &a, mark);
+	bool stale = h->n->cf && fetched && !raced &&
+		     !node_has_local(fs, h->n) &&
+		     cache_check_version(fs->cache, h->n->cf, &a, mark);
 	bool root = fetched && h->n == fs->nodes.root;
 	pthread_mutex_unlock(&fs->nodes.lock);
+	if (stale)
+		tell_changed(fs, h->n->ino, h->path);
 	if (root)
 		special_root_save(fs);
 	return rc;

@@ -72,6 +72,9 @@ int name_check(const char *name);
 
 /* The attributes of @n, fetched if stale. -ENOENT if it is gone. The
  * special mode bits are those known (special.h), maybe none yet. */
+/* Says that the file @path (inode @ino) changed in the sandbox while
+ * open, and has the kernel forget its pages. */
+void tell_changed(struct osbfs *fs, fuse_ino_t ino, const char *path);
 int node_attr(struct osbfs *fs, struct held *h, struct fattr *ret);
 /* The same, with the special bits learned if not known (by a command in
  * place of the file API's stat): what a reply to the kernel's getattr,

@@ -52,15 +52,13 @@ struct fh {
 				  after it */
 };
 
-/* Says that @h changed in the sandbox while open, and has the kernel
- * forget its pages. */
-static void tell_changed(struct osbfs *fs, struct held *h)
+void tell_changed(struct osbfs *fs, fuse_ino_t ino, const char *path)
 {
-	notify_inode(fs, h->n->ino);
+	notify_inode(fs, ino);
 	log_error("%s changed in the sandbox while being read: the files "
 		  "opened before fail (ESTALE), a new open reads the new "
 		  "version",
-		  h->path);
+		  path);
 }
 
 /*
@@ -80,7 +78,7 @@ static int file_went_stale(struct osbfs *fs, struct held *h, struct cfile *cf,
 		node_invalidate(h->n);
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (first)
-		tell_changed(fs, h);
+		tell_changed(fs, h->n->ino, h->path);
 	return local ? 0 : -ESTALE;
 }
 
@@ -114,7 +112,7 @@ static struct cfile *prepare(struct osbfs *fs, struct held *h,
 {
 	struct cfile *cf = cache_prepare(fs->cache, h->n, a, ret);
 	if (cf && ret->reopened)
-		tell_changed(fs, h);
+		tell_changed(fs, h->n->ino, h->path);
 	return cf;
 }
 
