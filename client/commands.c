@@ -46,7 +46,8 @@ static int check_id(const char *id, struct osb_error *err)
  */
 static int run_stream(struct osb_sandbox *sb, const char *path,
 		      const char *body, const char *what, bool follow,
-		      struct event_stream *s, struct osb_error *err)
+		      const struct osb_command_opts *o, struct event_stream *s,
+		      struct osb_error *err)
 {
 	struct http_response rs = { 0 };
 	struct http_request rq = {
@@ -59,7 +60,9 @@ static int run_stream(struct osb_sandbox *sb, const char *path,
 		.sink = event_stream_sink,
 		.sink_arg = s,
 		.streaming = true,
-		.retry = HTTP_RETRY_UNSENT,
+		.max_ms = o ? o->stream_max_ms : 0,
+		.retry = o && o->resend_safe ? HTTP_RETRY_RESEND_SAFE :
+					       HTTP_RETRY_UNSENT,
 	};
 	int rc = execd_call(sb, &rq, &rs, err);
 	bool broken = rc && rs.retryable && rs.delivered;
@@ -111,7 +114,7 @@ static int command_run(struct osb_sandbox *sb, const char *cmd,
 	if (!body)
 		return -ENOMEM;
 	event_stream_init(&s, fn, arg);
-	int rc = run_stream(sb, "/command", body, NULL, !(o && o->no_follow),
+	int rc = run_stream(sb, "/command", body, NULL, !(o && o->no_follow), o,
 			    &s, err);
 	if (ret_id && s.id[0])
 		snprintf(ret_id, OSB_ID_MAX, "%s", s.id);
@@ -211,7 +214,7 @@ int osb_command_start(struct osb_sandbox *sb, const char *cmd,
 	if (!body)
 		return -ENOMEM;
 	event_stream_init(&s, NULL, NULL);
-	int rc = run_stream(sb, "/command", body, NULL, true, &s, err);
+	int rc = run_stream(sb, "/command", body, NULL, true, o, &s, err);
 	if (!rc && s.failed) {
 		osb_error_set(
 			err, 200, "", "POST /command: could not start: %s",
@@ -376,7 +379,7 @@ int osb_session_run(struct osb_sandbox *sb, const char *id, const char *cmd,
 		return -ENOMEM;
 	}
 	event_stream_init(&s, fn, arg);
-	rc = run_stream(sb, path.data, body, NULL, true, &s, err);
+	rc = run_stream(sb, path.data, body, NULL, true, NULL, &s, err);
 	if (!rc && ret_exit_code)
 		*ret_exit_code = s.exit_code;
 	event_stream_release(&s);

@@ -267,6 +267,8 @@ static void set_common(struct osb_client *c, CURL *h,
 				 rq->bulk ? OSB_BULK_MIN_RATE : 1L);
 		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
 				 secs > 0 ? secs : 1);
+		if (rq->max_ms > 0)
+			curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, rq->max_ms);
 	} else {
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->request_timeout_ms);
 	}
@@ -303,9 +305,10 @@ static void set_common(struct osb_client *c, CURL *h,
 	 * refused, which by the protocol it did not process. So a call that
 	 * must not run twice goes over a connection of its own: then only
 	 * http_call's policy decides whether it is sent again. Idempotent
-	 * calls keep reusing connections.
+	 * calls, and commands that guard themselves against a second run,
+	 * keep reusing connections.
 	 */
-	if (rq->retry != HTTP_RETRY_IDEMPOTENT)
+	if (rq->retry == HTTP_RETRY_UNSENT)
 		curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
 	/* the new connection then replaces the handle's oldest idle one */
 	curl_easy_setopt(h, CURLOPT_MAXCONNECTS, (long)OSB_HANDLE_CONNS_MAX);

@@ -815,6 +815,15 @@ struct osb_command_opts {
 	const struct osb_kvlist *envs;
 	bool no_follow; /* osb_command_run(): a stream that breaks ends the
 			   call, the command is not followed to its end */
+	/* The command guards itself against running twice (it claims its
+	 * work in the sandbox first, and a second copy does nothing): its
+	 * request may then go over a reused connection, over which libcurl
+	 * may send it again by itself when the connection turns out dead.
+	 * Without it, a command gets a new connection of its own. */
+	bool resend_safe;
+	/* osb_command_run(): stop reading the stream after this long
+	 * (-ETIMEDOUT; the command runs on); 0 = no limit */
+	long stream_max_ms;
 };
 /* Sets the defaults: no cwd, no timeout, uid/gid -1, no envs, follow. */
 void osb_command_opts_init(struct osb_command_opts *o);

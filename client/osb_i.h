@@ -159,10 +159,14 @@ void share_count(struct osb_client *c, void *h, const char *url,
 /* ---- http.c ---- */
 
 enum http_retry {
-	HTTP_RETRY_IDEMPOTENT, /* any transient failure is retried */
-	HTTP_RETRY_UNSENT,     /* only failures before the request left;
-				  sent over a new connection, so that
-				  libcurl never resends it by itself */
+	HTTP_RETRY_IDEMPOTENT,  /* any transient failure is retried */
+	HTTP_RETRY_UNSENT,      /* only failures before the request left;
+				   sent over a new connection, so that
+				   libcurl never resends it by itself */
+	HTTP_RETRY_RESEND_SAFE, /* as HTTP_RETRY_UNSENT, but over a reused
+				   connection: the request is harmless if
+				   libcurl resends it (a command that guards
+				   itself, osb_command_opts.resend_safe) */
 };
 
 /* Builds the multipart body of an upload on a curl handle; called for
@@ -188,6 +192,7 @@ struct http_request {
 	bool streaming; /* long body: no total timeout, a stall
 			   limit of request_timeout instead */
 	bool bulk;      /* file contents: large transfer buffers */
+	long max_ms;    /* streaming: give up after this long; 0 = never */
 	enum http_retry retry;
 	bool no_retry; /* one attempt only */
 	/* before another attempt of a request that never left (a refused

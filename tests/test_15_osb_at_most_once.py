@@ -93,9 +93,11 @@ def test_job_whose_start_answer_is_lost_runs_once(fsrv, make_mount):
     lose_answer(s, "/command$")
     with open(m.p(".osb", "run"), "w") as f:
         f.write(APPEND + "\n")
-    # the start is sent while the write is closed: a second one would
-    # have been sent by now
-    assert commands_sent(s, sid) - before == 1
+    # the start is sent while the write is closed. Its wrapper claims the
+    # job in the record first, so a copy sent again (by libcurl over the
+    # reused connection, or by the daemon) finds the claim and runs nothing
+    sent = commands_sent(s, sid) - before
+    assert 1 <= sent <= 5, sent
     # the daemon could not confirm the start: it takes the job as started
     # and learns its end from the sandbox
     r = subprocess.run(["cat", m.p(".osb", "jobs", "latest", "wait")], stdout=subprocess.PIPE,

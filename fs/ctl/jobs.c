@@ -490,6 +490,11 @@ void job_watch(struct jobs *js, struct job *j)
 	long long now = mono_ms();
 	bool was = j->watched_until_ms > now;
 	j->watched_until_ms = now + 3000;
+	/* the monitor's listings give the output's sizes as it grows */
+	if (j->streamed) {
+		j->streamed = false;
+		was = false;
+	}
 	if (!was && is_running(j->state)) {
 		js->kick = true;
 		pthread_cond_broadcast(&js->cond);

@@ -8,8 +8,9 @@
  * lists the same jobs with their status and output:
  *
  *   /tmp/.osbfs/jobs/ID/       the record, kept until `rmdir jobs/ID`
- *       cmd                    the command (uploaded; its mtime is the
- *                              start time)
+ *       claim                  made by the wrapper, first: the job is
+ *                              taken (a start sent again runs nothing)
+ *       cmd                    the command (its mtime is the start time)
  *       cwd                    the working directory
  *       stdout, stderr         the output
  *       pid                    the job's pid (inside the sandbox)
@@ -26,10 +27,13 @@
  *       ready                  made once the wrapper holds ctl open
  *       exit.N                 as in the record, just before live/ID goes
  *
- * The wrapper (jobs_script.c) is a background execd command that runs
- * the command with bash in its own session, waits for it and writes the
- * exit marker. A monitor thread (jobs_monitor.c) lists live/ to follow
- * running jobs, notices the ends, and drops every cache when one ends.
+ * The wrapper (jobs_script.c) is an execd command that makes the record
+ * (or finds it uploaded, for a long command), runs the command with bash
+ * in its own session, waits for it and writes the exit marker. Sent as
+ * a foreground command, its stream tells the job's end (jobs_stream.c);
+ * otherwise a monitor thread (jobs_monitor.c) lists live/ to follow
+ * running jobs and notices the ends. Every cache is dropped when one
+ * ends.
  *
  * Every function is safe from any thread. Functions that talk to the
  * sandbox block; none holds a lock while it does.

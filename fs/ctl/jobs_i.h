@@ -13,6 +13,7 @@
 #define OSBFS_JOBS_I_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "jobs.h"
 #include "osbfs.h"
@@ -22,6 +23,16 @@
 
 /* the wrapper touches live/ID/alive this often (jobs_script.c) */
 #define JOB_HEARTBEAT_S 2
+/* a streamed start (jobs_stream.c): the wrapper's lines, and the longest
+ * command carried in the wrapper itself (longer ones are uploaded) */
+#define JOB_LINE_STARTED "osbfs-job: started"
+#define JOB_LINE_TAKEN "osbfs-job: taken"
+#define JOB_LINE_END "osbfs-job: end"
+#define JOB_INLINE_MAX ((size_t)64 * 1024)
+/* at most this many starts' streams are read at once */
+#define JOB_STREAMS_MAX 4
+/* a stream is read this long at most; then the monitor follows the job */
+#define JOB_STREAM_HOLD_MS 30000
 /* records of bad names remembered, so that each is logged once */
 #define RECS_SKIPPED_MAX 64
 /* without a heartbeat this long (while the sandbox runs), a job's
@@ -58,6 +69,9 @@ struct job {
 				    no baseline yet */
 	long long kill_at_ms;    /* send SIGKILL then; 0 = no */
 	long long watched_until_ms;
+	/* its start's stream tells its end (jobs_stream.c): the monitor
+	 * leaves it alone */
+	bool streamed;
 };
 
 struct waiter {
@@ -94,6 +108,9 @@ struct jobs {
 	int poll_failures;
 	bool kick, stop, started;
 	pthread_t thread;
+
+	size_t nstreams;           /* streams being read (jobs_stream.c) */
+	atomic_int streams_cancel; /* set at unmount: they stop */
 };
 
 /* One job's record as the sandbox holds it (jobs_sync.c). */
@@ -199,8 +216,15 @@ void job_vanished(struct jobs *js, struct job *j);
 
 /* ---- jobs_script.c: shell text run in the sandbox ---- */
 
-/* The wrapper that runs job @id (see jobs.h). malloc'd. */
+/* The wrapper that runs job @id (see jobs.h), whose record was
+ * uploaded. malloc'd. */
 char *job_wrapper_script(const char *id);
+/* The wrapper that also makes the record, with @cmd (@len bytes) and
+ * @cwd carried in it and the job's claim in the record. NULL when @cmd
+ * cannot travel so (not UTF-8, a NUL, longer than JOB_INLINE_MAX) or on
+ * ENOMEM. malloc'd. */
+char *job_inline_script(const char *id, const char *cwd, const char *cmd,
+			size_t len);
 /* The script that hands signal @sig (canonical name) to job @id's
  * wrapper: exits 0 (sent), 3 (the job is not running), 4 (the job takes
  * no signals). malloc'd. */
@@ -209,6 +233,26 @@ char *job_signal_script(const char *id, const char *sig);
 int job_signal_parse(const char *name, char *buf, size_t size);
 /* 15 -> "TERM" ("RTMIN+3", or NULL beyond 64). */
 const char *job_signal_name(int sig);
+
+/* ---- jobs_stream.c: starts read as a stream ---- */
+
+struct jstream;
+/*
+ * jstream_start() - sends the inline wrapper @script of job @j as a
+ * foreground command whose stream a reader thread keeps reading, and
+ * waits until the wrapper says the job started. 0: started, *ret is the
+ * stream, to be handed to jstream_ack() once @j is RUNNING. -EBUSY: too
+ * many streams, nothing sent. Another error, with @err saying why, as
+ * osb_command_run's (a wrapper that failed: -EIO, status 200).
+ * *ret_taken: another copy of the start had claimed the job (0, *ret
+ * NULL: the monitor follows it).
+ */
+int jstream_start(struct jobs *js, struct job *j, const char *script,
+		  struct jstream **ret, bool *ret_taken, struct osb_error *err);
+/* @j is RUNNING with streamed set: the reader may end it. Consumes @st. */
+void jstream_ack(struct jobs *js, struct jstream *st);
+/* At unmount: stops every reader and waits for them. */
+void jstreams_stop(struct jobs *js);
 
 /* ---- jobs_monitor.c ---- */
 

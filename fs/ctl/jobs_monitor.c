@@ -37,11 +37,23 @@ static bool ts_eq(struct timespec a, struct timespec b)
 	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
 }
 
+/* Whether the monitor follows @j: it runs, and no stream tells its end
+ * (jobs_stream.c). A job still STARTING counts (its start may yet
+ * follow it here). Locked. */
+static bool is_followed(const struct job *j)
+{
+	return (j->state == JOB_RUNNING && !j->streamed) ||
+	       j->state == JOB_STARTING;
+}
+
 /* Milliseconds from the last round to the next; -1: none needed.
  * Locked. */
 static long long round_interval(struct jobs *js, long long now)
 {
-	if (!js->nrunning)
+	bool any = false;
+	for (size_t i = 0; i < js->n && !any; i++)
+		any = is_followed(js->all[i]);
+	if (!any)
 		return -1;
 	if (js->poll_failures) {
 		long long iv =
@@ -121,7 +133,7 @@ static void round_sort(struct jobs *js, struct rec *live, size_t nlive,
 		return;
 	for (size_t i = 0; i < js->n; i++) {
 		struct job *j = js->all[i];
-		if (j->state != JOB_RUNNING)
+		if (j->state != JOB_RUNNING || j->streamed)
 			continue;
 		struct rec *l = recs_find(live, nlive, j->id);
 		if (!l) {
@@ -181,7 +193,7 @@ void jobs_poll(struct jobs *js)
 	pthread_mutex_lock(&js->lock);
 	bool any = false;
 	for (size_t i = 0; i < js->n && !any; i++)
-		any = js->all[i]->state == JOB_RUNNING;
+		any = js->all[i]->state == JOB_RUNNING && !js->all[i]->streamed;
 	pthread_mutex_unlock(&js->lock);
 	if (!any)
 		return;
@@ -338,5 +350,6 @@ void jobs_monitor_stop(struct jobs *js)
 	if (js->started)
 		pthread_join(js->thread, NULL);
 	js->started = false;
+	jstreams_stop(js);
 	jobs_cancel_waiters(js);
 }

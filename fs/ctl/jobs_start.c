@@ -3,10 +3,14 @@
  * start it (after every dirty file is uploaded, so the job sees every
  * write that completed before), signal it, read its command and output.
  *
- * Starting writes the record (live/ID/alive, then cwd, then cmd, in one
- * upload whose parts execd stores in order: a record with a cmd always
- * has its live/ directory until it ends) and then starts the wrapper as
- * a background command.
+ * Starting sends the wrapper with the command in it: it makes the record
+ * itself (live/ID/alive, then cwd, then cmd: a record with a cmd always
+ * has its live/ directory until it ends), as a foreground command whose
+ * stream tells the start and the end (jobs_stream.c), or as a background
+ * command when too many streams are read. A command that cannot travel
+ * in the wrapper (not UTF-8, a NUL, too long) is uploaded as the record
+ * (the same parts in one upload, which execd stores in order) before a
+ * background wrapper.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -71,41 +75,33 @@ static bool claimed(struct osbfs *fs, const char *id)
 /* Removes what a failed start left in the sandbox. */
 static void start_undo(struct jobs *js, const char *id, bool named)
 {
-	char rec[128], live[128], cmd[128], cwd[128];
+	char rec[128], live[128], cmd[128], cwd[128], claim[128];
 	snprintf(rec, sizeof(rec), JOBS_DIR "/%s", id);
 	snprintf(live, sizeof(live), LIVE_DIR "/%s", id);
 	snprintf(cmd, sizeof(cmd), JOBS_DIR "/%s/cmd", id);
 	snprintf(cwd, sizeof(cwd), JOBS_DIR "/%s/cwd", id);
+	snprintf(claim, sizeof(claim), JOBS_DIR "/%s/claim", id);
+	/* a named job's record stays, without the claim: it may be
+	 * started again */
 	const char *dirs[2] = { live, rec };
-	const char *files[2] = { cmd, cwd };
+	const char *files[3] = { cmd, cwd, claim };
 	osb_dirs_remove(js->fs->sb, dirs, named ? 1 : 2, NULL);
 	if (named)
-		osb_files_remove(js->fs->sb, files, 2, NULL);
+		osb_files_remove(js->fs->sb, files, 3, NULL);
 }
 
 /* Flush, record, start the wrapper. 0, or a negative errno (logged);
  * *ret_ambiguous when the job may run anyway. */
-static int start_remote(struct jobs *js, const char *id, const char *cmd,
-			size_t len, bool *ret_ambiguous)
+/* The record, uploaded: the path of a command the wrapper cannot carry.
+ * 0, or a negative errno (logged). */
+static int upload_record(struct jobs *js, const char *id, const char *cmd,
+			 size_t len)
 {
 	struct osbfs *fs = js->fs;
 	struct osb_error err;
 	char alive[128], cwd[128], cmdp[128];
 
-	*ret_ambiguous = false;
 	osb_error_clear(&err);
-	int rc = remote_enter(fs);
-	if (rc) {
-		log_error("job %s not started: the sandbox is not running", id);
-		return -EIO;
-	}
-	rc = wb_flush_all(fs, START_FLUSH_MS);
-	if (rc) {
-		log_error("job %s not started: files written through the mount "
-			  "could not all be uploaded to the sandbox (%s)",
-			  id, strerror(-rc));
-		return -EIO;
-	}
 	snprintf(alive, sizeof(alive), LIVE_DIR "/%s/alive", id);
 	snprintf(cwd, sizeof(cwd), JOBS_DIR "/%s/cwd", id);
 	snprintf(cmdp, sizeof(cmdp), JOBS_DIR "/%s/cmd", id);
@@ -126,24 +122,95 @@ static int start_remote(struct jobs *js, const char *id, const char *cmd,
 		  .size = (int64_t)len,
 		  .mode = 0644 },
 	};
-	rc = osb_file_upload(fs->sb, u, 3, &err);
+	int rc = osb_file_upload(fs->sb, u, 3, &err);
 	if (rc) {
 		log_error("job %s not started: cannot write its record: %s", id,
 			  err.message);
 		return fs_errno(rc);
 	}
-	char *script = job_wrapper_script(id);
-	if (!script)
-		return -ENOMEM;
+	return 0;
+}
+
+/* Flush, then start the wrapper: streamed (*ret_st, to be acked once @j
+ * runs; NULL when the monitor follows the job) or in the background. 0,
+ * or a negative errno (logged); *ret_ambiguous when the job may run
+ * anyway. */
+static int start_remote(struct jobs *js, struct job *j, const char *cmd,
+			size_t len, bool *ret_ambiguous,
+			struct jstream **ret_st)
+{
+	const char *id = j->id;
+	struct osbfs *fs = js->fs;
+	struct osb_error err;
+
+	*ret_ambiguous = false;
+	*ret_st = NULL;
+	osb_error_clear(&err);
+	int rc = remote_enter(fs);
+	if (rc) {
+		log_error("job %s not started: the sandbox is not running", id);
+		return -EIO;
+	}
+	rc = wb_flush_all(fs, START_FLUSH_MS);
+	if (rc) {
+		log_error("job %s not started: files written through the mount "
+			  "could not all be uploaded to the sandbox (%s)",
+			  id, strerror(-rc));
+		return -EIO;
+	}
+	bool maybe = false;
+	char *script = job_inline_script(id, fs->root, cmd, len);
+	bool inline_ = script != NULL;
+	if (inline_) {
+		bool taken;
+		rc = jstream_start(js, j, script, ret_st, &taken, &err);
+		if (!rc) {
+			log_debug("job %s started%s", id,
+				  taken ? " (by an earlier copy of its start)" :
+					  "");
+			free(script);
+			return 0;
+		}
+		maybe = rc != -EBUSY && maybe_started(rc, &err);
+		if (rc != -EBUSY && !maybe && !unsent(rc)) {
+			log_error("job %s: not started: %s", id, err.message);
+			free(script);
+			return fs_errno(rc);
+		}
+		if (rc == -EBUSY) {
+			/* too many streams: the record is uploaded first, so
+			 * that it is there once the start returns */
+			free(script);
+			script = NULL;
+			inline_ = false;
+		}
+		/* else the wrapper holds the claim, and may go again as a
+		 * background command */
+	}
+	if (!inline_) {
+		rc = upload_record(js, id, cmd, len);
+		if (rc)
+			return rc;
+		script = job_wrapper_script(id);
+		if (!script)
+			return -ENOMEM;
+	}
 	struct osb_command_opts o;
 	char cid[OSB_ID_MAX];
 	osb_command_opts_init(&o);
 	o.cwd = fs->root;
+	o.resend_safe = inline_; /* its claim outlives the job */
 	/* The wrapper claims the job before anything else (jobs_script.c),
 	 * and a second copy of it exits at once. A start whose answer was
 	 * lost is settled by looking for the claim; only when none shows is
 	 * it sent again, and then the job still runs once. */
-	bool maybe = false;
+	if (maybe && claimed(fs, id)) {
+		log_info("job %s: its start was not confirmed (%s), and the "
+			 "sandbox has it running",
+			 id, err.message);
+		free(script);
+		return 0;
+	}
 	for (int attempt = 1;; attempt++) {
 		osb_error_clear(&err);
 		rc = osb_command_start(fs->sb, script, &o, cid, &err);
@@ -165,6 +232,14 @@ static int start_remote(struct jobs *js, const char *id, const char *cmd,
 		mono_sleep_ms(250L * attempt);
 	}
 	free(script);
+	if (!rc && inline_ && !claimed(fs, id)) {
+		/* a background wrapper makes the record as it runs: the job
+		 * is started once its claim shows */
+		snprintf(err.message, sizeof(err.message),
+			 "its wrapper did not claim it");
+		rc = -EIO;
+		maybe = true;
+	}
 	if (rc) {
 		*ret_ambiguous = maybe;
 		log_error("job %s: %s: %s", id,
@@ -179,8 +254,9 @@ static int start_remote(struct jobs *js, const char *id, const char *cmd,
 
 /* Marks @j started with @cmd. Locked. */
 static void started_locked(struct jobs *js, struct job *j, const char *cmd,
-			   size_t len, struct timespec when)
+			   size_t len, struct timespec when, bool streamed)
 {
+	j->streamed = streamed;
 	free(j->cmd);
 	j->cmd = strndup(cmd, len);
 	j->cmd_size = (int64_t)len;
@@ -195,6 +271,7 @@ static void started_locked(struct jobs *js, struct job *j, const char *cmd,
 
 int job_start(struct jobs *js, struct job *j, const char *cmd, size_t len)
 {
+	struct jstream *st = NULL;
 	bool ambiguous;
 	struct timespec now;
 
@@ -209,15 +286,16 @@ int job_start(struct jobs *js, struct job *j, const char *cmd, size_t len)
 		return rc;
 
 	clock_gettime(CLOCK_REALTIME, &now);
-	rc = start_remote(js, j->id, cmd, len, &ambiguous);
+	rc = start_remote(js, j, cmd, len, &ambiguous, &st);
 	if (rc && !ambiguous)
 		start_undo(js, j->id, true);
 	pthread_mutex_lock(&js->lock);
 	if (!rc || ambiguous)
-		started_locked(js, j, cmd, len, now);
+		started_locked(js, j, cmd, len, now, st != NULL);
 	else
 		job_set_state_locked(js, j, JOB_CREATED);
 	pthread_mutex_unlock(&js->lock);
+	jstream_ack(js, st);
 	return rc;
 }
 
@@ -225,6 +303,7 @@ int jobs_run(struct jobs *js, const char *cmd, size_t len, struct job **ret)
 {
 	char id[JOB_ID_MAX];
 	struct timespec when;
+	struct jstream *st = NULL;
 	bool ambiguous;
 
 	pthread_mutex_lock(&js->lock);
@@ -236,18 +315,19 @@ int jobs_run(struct jobs *js, const char *cmd, size_t len, struct job **ret)
 	if (!j)
 		return -ENOMEM;
 
-	int rc = start_remote(js, id, cmd, len, &ambiguous);
+	int rc = start_remote(js, j, cmd, len, &ambiguous, &st);
 	if (rc && !ambiguous)
 		start_undo(js, id, false);
 	pthread_mutex_lock(&js->lock);
 	if (!rc || ambiguous) {
-		started_locked(js, j, cmd, len, when);
+		started_locked(js, j, cmd, len, when, st != NULL);
 	} else {
 		job_drop_locked(js, j);
 		job_put_locked(js, j);
 		j = NULL;
 	}
 	pthread_mutex_unlock(&js->lock);
+	jstream_ack(js, st);
 	if (!j) {
 		jobs_wake_waiters(js);
 		return rc;
@@ -288,8 +368,10 @@ int job_signal(struct jobs *js, struct job *j, const char *name, bool escalate)
 	}
 	log_info("job %s: sent SIG%s", j->id, sig);
 	pthread_mutex_lock(&js->lock);
-	if (escalate && j->state != JOB_DONE)
+	if (escalate && j->state != JOB_DONE) {
 		j->kill_at_ms = mono_ms() + JOB_KILL_GRACE_MS;
+		j->streamed = false; /* the monitor sends the SIGKILL */
+	}
 	jobs_kick_locked(js);
 	pthread_mutex_unlock(&js->lock);
 	return 0;
