@@ -447,6 +447,25 @@ void osb_snapshot_list_release(struct osb_snapshot_list *l);
 int osb_snapshot_delete(struct osb_client *c, const char *id,
 			struct osb_error *err);
 
+/*
+ * osb_snapshot_find() - the snapshot @ref names (snapshot_find.c): the
+ * one whose id it is, else the one named @ref among all the key can see
+ * (every page of the list; one being deleted does not count). -ENOENT:
+ * neither; -ENOTUNIQ: several have that name (the message counts them,
+ * names some ids, and asks for one). A request for the id, then, when
+ * that is no id, one a page of 200 of that name.
+ */
+int osb_snapshot_find(struct osb_client *c, const char *ref,
+		      struct osb_snapshot *ret, struct osb_error *err);
+/*
+ * osb_snapshot_wait() - asks for *@s again (updating it) while it is
+ * Creating, with growing pauses, for at most @timeout_ms (< 0: no
+ * limit). 0 once it is Ready; -EIO when it is in any other state (Failed:
+ * the message has its reason); -ETIMEDOUT.
+ */
+int osb_snapshot_wait(struct osb_client *c, struct osb_snapshot *s,
+		      long timeout_ms, struct osb_error *err);
+
 struct osb_endpoint {
 	char *url; /* scheme://endpoint, no trailing '/' */
 	struct osb_kvlist headers;

@@ -81,6 +81,7 @@ struct create_args {
 	size_t nep;
 	bool wait;
 	char *policy, *volumes, *password;
+	struct osb_snapshot snap; /* --snapshot's, found */
 };
 
 static void create_args_release(struct create_args *a)
@@ -94,6 +95,23 @@ static void create_args_release(struct create_args *a)
 	osb_kvlist_release(&a->env);
 	osb_kvlist_release(&a->md);
 	osb_kvlist_release(&a->ext);
+	osb_snapshot_release(&a->snap);
+}
+
+/* --snapshot names a snapshot by id or name; a Creating one is waited
+ * for (--ready-timeout) */
+static int find_snapshot(struct osb_cli *cli, struct create_args *a)
+{
+	struct osb_error err;
+	const char *ref = a->p.snapshot_id;
+	int rc = osb_snapshot_find(cli->client, ref, &a->snap, &err);
+	if (!rc)
+		rc = osb_snapshot_wait(cli->client, &a->snap, a->ready_s * 1000,
+				       &err);
+	if (rc)
+		return cli_fail(ref, rc, &err);
+	a->p.snapshot_id = a->snap.id;
+	return 0;
 }
 
 enum {
@@ -321,6 +339,8 @@ int cmd_create(struct osb_cli *cli, int argc, char **argv)
 	struct osb_error err;
 
 	int status = parse_create(cli, argc, argv, &a);
+	if (!status && a.p.snapshot_id)
+		status = find_snapshot(cli, &a);
 	if (status)
 		goto out;
 	int rc = osb_sandbox_create(cli->client, &a.p, &info, &err);

@@ -12,12 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "osb_tool.h"
-
-/* the pause between two questions of --wait */
-#define WAIT_PAUSE_US (200 * 1000)
 
 static void rec_snapshot(struct cli_rec *r, const struct osb_snapshot *s)
 {
@@ -46,25 +42,12 @@ static int print_snapshot(struct osb_cli *cli, struct osb_snapshot *s)
 	return rc;
 }
 
-/* Polls @s until it leaves Creating. */
+/* Polls @s until it is Ready (shared with osbfs's snapshot=). */
 static int wait_done(struct osb_cli *cli, struct osb_snapshot *s)
 {
 	struct osb_error err;
-	while (s->state && strcmp(s->state, "Creating") == 0) {
-		struct osb_snapshot n = { 0 };
-		usleep(WAIT_PAUSE_US);
-		int rc = osb_snapshot_get(cli->client, s->id, &n, &err);
-		if (rc)
-			return cli_fail(s->id, rc, &err);
-		osb_snapshot_release(s);
-		*s = n;
-	}
-	if (s->state && strcmp(s->state, "Failed") == 0) {
-		fprintf(stderr, "osb: snapshot %s failed: %s\n", s->id,
-			s->message ? s->message : "no reason given");
-		return 1;
-	}
-	return 0;
+	int rc = osb_snapshot_wait(cli->client, s, -1, &err);
+	return rc ? cli_fail(s->id, rc, &err) : 0;
 }
 
 /* The create of @name on @sid was sent and its answer lost: the one it

@@ -82,6 +82,8 @@ int ctl_init(struct osbfs *fs)
 	if (osb_sandbox_get(fs->client, fs->sandbox_id, &info, NULL) == 0) {
 		snprintf(c->image, sizeof(c->image), "%s",
 			 info.image ? info.image : "");
+		snprintf(c->snapshot_id, sizeof(c->snapshot_id), "%s",
+			 info.snapshot_id ? info.snapshot_id : "");
 		c->created_at = info.created_at;
 		osb_sandbox_info_release(&info);
 	}

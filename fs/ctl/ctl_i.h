@@ -88,6 +88,7 @@ struct ctl {
 	char mountpoint[PATH_MAX]; /* absolute */
 	struct text readme;        /* made once, read-only after */
 	char image[256];           /* from the lifecycle server at init */
+	char snapshot_id[256];     /* what it was made from, else "" */
 	time_t created_at;
 	struct timespec mounted_at;
 	atomic_llong egress_size; /* the last egress text's length */

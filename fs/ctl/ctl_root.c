@@ -122,6 +122,9 @@ static int info_line(struct ctl *c, struct text *out)
 	rc = rc ? rc : text_json_str(out, li.state);
 	rc = rc ? rc : text_adds(out, ",\"image\":");
 	rc = rc ? rc : text_json_str(out, c->image[0] ? c->image : NULL);
+	rc = rc ? rc : text_adds(out, ",\"snapshot_id\":");
+	rc = rc ? rc :
+		  text_json_str(out, c->snapshot_id[0] ? c->snapshot_id : NULL);
 	rc = rc ? rc : text_adds(out, ",\"created_at\":");
 	rc = rc ? rc : json_unix_time(out, c->created_at);
 	rc = rc ? rc : text_adds(out, ",\"expires_at\":");

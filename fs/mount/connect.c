@@ -1,10 +1,14 @@
 /*
  * connect.c - from the command line to a running sandbox: the client
  * (connection settings), then the sandbox (reconnect by id, find or
- * create by name label, or create), waiting until it runs and execd
- * answers, and the mounted directory made if missing (an existing one is
- * mounted as it is, read-only or not). Every failure is one line naming
- * the cause and the URL tried.
+ * create by name label, or create; a new one from snapshot= when given),
+ * waiting until it runs and execd answers, and the mounted directory made
+ * if missing (an existing one is mounted as it is, read-only or not).
+ * Every failure is one line naming the cause and the URL tried.
+ *
+ * A create is sent once. Its answer lost, name= settles it by listing
+ * the sandboxes of that name, as a race between two mounts is settled;
+ * without name= the mount fails saying a sandbox may have been made.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -15,6 +19,7 @@
 #include <time.h>
 
 #include "connect.h"
+#include "fork.h"
 #include "log.h"
 
 #define READY_WAIT_MS 60000
@@ -130,16 +135,32 @@ static void free_words(char **v)
 	free(v);
 }
 
+/* Whether a create that failed so may have been done all the same: it
+ * was sent, and no answer came (or a gateway's) */
+static bool maybe_done(int rc, const struct osb_error *err)
+{
+	if (rc == -ENOMEM || rc == -EINVAL || rc == -ECONNREFUSED)
+		return false;
+	return err->status == 0 || err->status >= 500;
+}
+
+/*
+ * A new sandbox from the options: from snapshot= when given, else from
+ * the image. Sent once (osb_sandbox_create); *@ret_unsure says, on a
+ * failure, that it may have made one all the same (its answer was lost).
+ */
 static int create_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret,
-			  char *msg, size_t msg_size)
+			  bool *ret_unsure, char *msg, size_t msg_size)
 {
 	struct osbfs_options *o = fs->opt;
 	struct osb_create_params p = { 0 };
+	struct osb_snapshot snap = { 0 };
 	struct osb_kvlist md = { 0 };
 	struct osb_error err;
 	char *policy = NULL;
 	int rc = 0;
 
+	*ret_unsure = false;
 	p.image = o->image;
 	p.timeout_s = o->timeout_s;
 	p.env = &o->env;
@@ -164,14 +185,23 @@ static int create_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret,
 			rc = -EINVAL;
 		p.network_policy_json = policy;
 	}
+	if (!rc && o->snapshot) {
+		rc = fork_snapshot(fs, &snap, msg, msg_size);
+		p.snapshot_id = snap.id;
+	}
 	if (!rc) {
 		rc = osb_sandbox_create(fs->client, &p, ret, &err);
 		if (rc)
 			snprintf(msg, msg_size, "cannot create a sandbox: %s",
 				 err.message);
+		*ret_unsure = rc && maybe_done(rc, &err);
 	}
-	if (!rc)
+	if (!rc && snap.id)
+		log_info("created sandbox %s from snapshot %s (%s)", ret->id,
+			 o->snapshot, snap.id);
+	else if (!rc)
 		log_info("created sandbox %s (image %s)", ret->id, o->image);
+	osb_snapshot_release(&snap);
 	free(policy);
 	free_words(ep);
 	osb_kvlist_release(&md);
@@ -222,57 +252,100 @@ static int find_by_name(struct osbfs *fs, const char *name, char **ret_id,
 	return 0;
 }
 
+/* The oldest sandbox named NAME (or none) once every racer's shows. A
+ * racer's sandbox shows in listings only once its create is done, and
+ * createdAt is when it began: list again over a window as long as our
+ * own create took (@took_ms, at least two seconds), until every racer is
+ * visible to every other; then all agree on the oldest. */
+static int oldest_settled(struct osbfs *fs, long long took_ms, char **ret_id,
+			  char *msg, size_t msg_size)
+{
+	long long until = mono_ms() + (took_ms < 2000 ? 2000 : took_ms);
+	size_t count;
+	int rc;
+
+	*ret_id = NULL;
+	for (;;) {
+		free(*ret_id);
+		*ret_id = NULL;
+		rc = find_by_name(fs, fs->opt->name, ret_id, &count, msg,
+				  msg_size);
+		if (rc || mono_ms() >= until)
+			return rc;
+		mono_sleep_ms(250);
+	}
+}
+
+/* Our create was sent and its answer lost (@msg says how): whether it
+ * made one, the listing tells, as it tells a race; it is never sent
+ * again. */
+static int settle_lost(struct osbfs *fs, long long took_ms, int create_rc,
+		       char **ret_id, char *msg, size_t msg_size)
+{
+	const char *name = fs->opt->name;
+	char lost[1024];
+
+	snprintf(lost, sizeof(lost), "%s", msg);
+	log_info("%s: the answer was lost; looking for a sandbox named %s",
+		 lost, name);
+	int rc = oldest_settled(fs, took_ms, ret_id, msg, msg_size);
+	if (rc) {
+		char why[1200];
+		snprintf(why, sizeof(why), "%s", msg);
+		snprintf(msg, msg_size,
+			 "%s; whether it made one is not known: %s", lost, why);
+		return rc;
+	}
+	if (!*ret_id) {
+		snprintf(msg, msg_size,
+			 "%s; no sandbox named %s is listed since: none was "
+			 "made",
+			 lost, name);
+		return create_rc;
+	}
+	log_info("sandbox %s is named %s: the create whose answer was lost "
+		 "made it, or another mount did",
+		 *ret_id, name);
+	return 0;
+}
+
 /*
  * -o name=NAME: reconnect to the sandbox with that label, or make one.
  * Two mounts racing both create; each then lists again and keeps the
  * oldest, and the loser deletes its own, so both end on one sandbox.
+ * *@ret_found: it was there before this mount asked (nothing was made).
  */
-static int by_name(struct osbfs *fs, char **ret_id, bool *ret_created,
-		   char *msg, size_t msg_size)
+static int by_name(struct osbfs *fs, char **ret_id, bool *ret_found, char *msg,
+		   size_t msg_size)
 {
 	struct osb_sandbox_info info;
 	struct osb_error err;
 	size_t count;
 	char *id = NULL;
+	bool unsure;
 
 	/* the name is a valid label value (options.c) */
 	int rc = find_by_name(fs, fs->opt->name, &id, &count, msg, msg_size);
+	*ret_found = id != NULL;
 	if (rc || id) {
 		*ret_id = id;
-		*ret_created = false;
 		return rc;
 	}
 	long long t0 = mono_ms();
-	rc = create_sandbox(fs, &info, msg, msg_size);
+	rc = create_sandbox(fs, &info, &unsure, msg, msg_size);
 	if (rc)
-		return rc;
-	/* A racer's sandbox shows in listings only once its create is done,
-	 * and createdAt is when it began: list again over a window as long
-	 * as our own create took (at least two seconds), until every racer
-	 * is visible to every other; then all agree on the oldest. */
-	long long settle = mono_ms() - t0;
-	if (settle < 2000)
-		settle = 2000;
-	long long until = mono_ms() + settle;
-	for (;;) {
-		free(id);
-		id = NULL;
-		rc = find_by_name(fs, fs->opt->name, &id, &count, msg,
-				  msg_size);
-		if (rc || mono_ms() >= until)
-			break;
-		mono_sleep_ms(250);
-	}
+		return unsure ? settle_lost(fs, mono_ms() - t0, rc, ret_id, msg,
+					    msg_size) :
+				rc;
+	rc = oldest_settled(fs, mono_ms() - t0, &id, msg, msg_size);
 	if (!rc && id && strcmp(id, info.id) != 0) {
 		log_info("another mount made sandbox %s named %s first; "
 			 "using it and deleting %s",
 			 id, fs->opt->name, info.id);
 		osb_sandbox_delete(fs->client, info.id, &err);
-		*ret_created = false;
 	} else {
 		free(id);
 		id = strdup(info.id);
-		*ret_created = true;
 	}
 	osb_sandbox_info_release(&info);
 	*ret_id = id;
@@ -286,15 +359,25 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 	struct osb_sandbox_info info;
 	struct osb_error err;
 	char *id = NULL;
-	bool created = false;
+	bool created = false, found = false;
 	int rc = 0;
 
 	if (o->sandbox_id) {
 		id = strdup(o->sandbox_id);
 	} else if (o->name) {
-		rc = by_name(fs, &id, &created, msg, msg_size);
+		/* not deleted on a failure: another mount may use it */
+		rc = by_name(fs, &id, &found, msg, msg_size);
 	} else {
-		rc = create_sandbox(fs, &info, msg, msg_size);
+		bool unsure;
+		rc = create_sandbox(fs, &info, &unsure, msg, msg_size);
+		if (unsure) {
+			size_t n = strlen(msg);
+			snprintf(msg + n, msg_size - n,
+				 " (the answer was lost: a sandbox may have "
+				 "been made all the same, which osb sandbox "
+				 "list shows; with name= a mount settles this "
+				 "itself)");
+		}
 		if (!rc) {
 			id = strdup(info.id);
 			created = true;
@@ -317,6 +400,14 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 			snprintf(msg, msg_size, "%s", err.message);
 		free(id);
 		return rc;
+	}
+	if (o->snapshot && found) {
+		rc = fork_check_found(fs, &info, msg, msg_size);
+		if (rc) {
+			osb_sandbox_info_release(&info);
+			free(id);
+			return rc;
+		}
 	}
 	if (strcasecmp(info.state, "Failed") == 0 ||
 	    strcasecmp(info.state, "Terminated") == 0) {
@@ -385,14 +476,14 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 	}
 	if (rc) {
 		snprintf(msg, msg_size, "sandbox %s: %s", id, err.message);
-		if (created && !o->name)
+		if (created)
 			osb_sandbox_delete(fs->client, id, NULL);
 		osb_sandbox_info_release(&info);
 		free(id);
 		return rc;
 	}
 	*ret_info = info;
-	*ret_created = created && !o->name;
+	*ret_created = created;
 	free(id);
 	return 0;
 }

@@ -64,6 +64,9 @@ static const struct opt_def table[] = {
 	/* creation */
 	{ "name", OPT_STR, O(name), NULL,
 	  "find the sandbox labelled name=NAME, or create it" },
+	{ "snapshot", OPT_STR, O(snapshot), NULL,
+	  "make the new sandbox from this snapshot (its id, else its name), "
+	  "not from an image: a fork" },
 	{ "image", OPT_STR, O(image), NULL,
 	  "image of a new sandbox (settings file's [defaults]; else "
 	  "opensandbox/code-interpreter:latest)" },
@@ -94,8 +97,8 @@ static const struct opt_def table[] = {
 	{ "destroy_on_unmount", OPT_BOOL, O(destroy_on_unmount), NULL,
 	  "delete the sandbox at unmount" },
 	{ "start_timeout", OPT_MS, O(start_timeout_ms), "2m",
-	  "how long a sandbox may stay Pending (or resuming) before the mount "
-	  "gives up" },
+	  "how long a sandbox may stay Pending (or resuming), or snapshot='s "
+	  "Creating, before the mount gives up" },
 	/* cache */
 	{ "cache_dir", OPT_STR, O(cache_dir), NULL,
 	  "local cache (default $XDG_CACHE_HOME/osbfs or ~/.cache/osbfs)" },
@@ -403,6 +406,28 @@ static bool label_ok(const char *v)
 	return ok;
 }
 
+/* snapshot= makes a new sandbox, from the snapshot's files alone */
+static int check_snapshot(const struct osbfs_options *o, char *msg,
+			  size_t msg_size)
+{
+	if (!o->snapshot)
+		return 0;
+	if (!*o->snapshot)
+		snprintf(msg, msg_size,
+			 "snapshot= needs a snapshot's id or name");
+	else if (o->sandbox_id)
+		snprintf(msg, msg_size,
+			 "snapshot= makes a new sandbox: give it or a "
+			 "sandbox id to mount, not both");
+	else if (o->image)
+		snprintf(msg, msg_size,
+			 "snapshot= and image=: a new sandbox is made from "
+			 "one of them, not both");
+	else
+		return 0;
+	return -EINVAL;
+}
+
 static char *default_cache_dir(void)
 {
 	const char *xdg = getenv("XDG_CACHE_HOME");
@@ -439,7 +464,8 @@ static int read_settings(struct osbfs_options *o, char *msg, size_t msg_size)
 		snprintf(msg, msg_size, "%s", err.message);
 		return rc;
 	}
-	if (!o->image) {
+	/* a fork has the snapshot's files: [defaults] image is not its */
+	if (!o->image && !o->snapshot) {
 		o->image =
 			strdup(o->cfgfile.image ?
 				       o->cfgfile.image :
@@ -552,6 +578,9 @@ int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
 			 "give a sandbox id or -o name=..., not both");
 		return -EINVAL;
 	}
+	rc = check_snapshot(o, msg, msg_size);
+	if (rc)
+		return rc;
 	if (o->name && !label_ok(o->name)) {
 		snprintf(msg, msg_size,
 			 "name \"%s\" is not a valid label value (1-63 "
@@ -630,7 +659,8 @@ void options_usage(const char *prog)
 	       "MOUNTPOINT. SANDBOX is an id to reconnect to; without one a "
 	       "new\n"
 	       "sandbox is made (or, with -o name=NAME, found by its "
-	       "label).\n\n"
+	       "label);\n"
+	       "-o snapshot=SNAP makes it from a snapshot's files.\n\n"
 	       "  -f            stay in the foreground\n"
 	       "  -d            debug output (implies -f)\n"
 	       "  -s            single-threaded\n"

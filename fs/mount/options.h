@@ -33,8 +33,9 @@ struct osbfs_options {
 	bool server_proxy;
 
 	/* creation */
-	char *name; /* -o name=NAME: find or create by label */
-	char *image;
+	char *name;       /* -o name=NAME: find or create by label */
+	char *snapshot;   /* -o snapshot=ID|NAME: a new sandbox from it */
+	char *image;      /* NULL with snapshot= */
 	char *entrypoint; /* split on white space */
 	struct osb_kvlist env;
 	struct osb_kvlist metadata;
