@@ -60,6 +60,13 @@ def last_error(m):
     return info(m)["last_error"] or ""
 
 
+def last_log_line(m):
+    """The last line of .osb/log that is not the change feed's: the feed
+    says when it goes live or falls back at a time of its own, after the
+    line a test looks for."""
+    return [l for l in read(osb(m, "log")).splitlines() if "change feed" not in l][-1]
+
+
 def start(m, cmd):
     """Starts a job with `run` (open for reading and writing, write the
     command, read the id back); returns the id."""

@@ -10,7 +10,7 @@ import subprocess
 import threading
 import time
 
-from jobhelp import (expect_errno, info, job_file, kill_quietly, last_error, osb, read, read_bytes,
+from jobhelp import (expect_errno, info, job_file, kill_quietly, last_error, last_log_line, osb, read, read_bytes,
                      start, start_named, status, wait, wait_all, write)
 from osbtest import execd_routes, wait_until
 
@@ -366,7 +366,7 @@ def test_a_name_used_again_says_why_and_how_to_free_it(mount):
            "one command: name a new job, or forget this one first "
            "(echo forget > .osb/jobs/reused/ctl)")
     assert last_error(mount) == msg
-    assert read(osb(mount, "log")).splitlines()[-1].endswith(msg)
+    assert last_log_line(mount).endswith(msg)
     # as it says
     write(osb(mount, "jobs", "reused", "ctl"), "forget")
     start_named(mount, "reused", "echo again")

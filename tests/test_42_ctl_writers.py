@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from jobhelp import expect_errno, info, job_file, last_error, osb, read, start, status, wait
+from jobhelp import expect_errno, info, job_file, last_error, last_log_line, osb, read, start, status, wait
 from osbtest import wait_until
 
 POLICY = {"defaultAction": "deny", "egress": [{"action": "allow", "target": "pypi.org"}]}
@@ -258,7 +258,7 @@ def test_a_temporary_file_needs_a_temporary_name_of_a_control_file(mount):
                "here may only be a temporary one to rename over one of them, named like "
                "FILE.tmp, FILE~, .FILE.swp, .#FILE or tmp*" % ("/".join(parts), files))
         assert last_error(mount) == msg
-        assert read(osb(mount, "log")).splitlines()[-1].endswith(msg)
+        assert last_log_line(mount).endswith(msg)
         expect_errno(errno.ENOENT, os.stat, osb(mount, *parts))
     # nor can a temporary file be renamed to such a name
     with open(osb(mount, "run.tmp"), "w") as f:
