@@ -115,6 +115,22 @@ def wait(m, jid, timeout=120):
         return job_file(m, jid, "wait").strip()
 
 
+def start_losing_answers(server, m, kinds, faults=lambda kind: 1):
+    """Starts `echo KIND >> ran.log` once for each fault kind in @kinds,
+    its POST /command met by that fault (@faults(kind) of them in a row):
+    each job exits 0, and ran.log then holds one line per start so far,
+    so every command ran once."""
+    for i, kind in enumerate(kinds):
+        server.set_faults(next=faults(kind), kinds=[kind], method="POST", path="/command$")
+        try:
+            jid = start(m, "echo %s >> ran.log" % kind)
+        finally:
+            server.clear_faults()
+        assert wait(m, jid) == "exited 0", kind
+        with open(m.p("ran.log")) as f:
+            assert f.read().splitlines() == kinds[:i + 1], kind
+
+
 def wait_all(m, jids, timeout=180):
     """Reads the wait files of many jobs at once, one thread each;
     {id: status line}."""

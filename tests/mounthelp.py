@@ -48,6 +48,15 @@ def fsync_path(path):
         os.close(fd)
 
 
+def cache_used(m, data_only=False):
+    """Bytes mount @m's cache dir holds on disk; only the files' data
+    (the cap's object: not the journal, which keeps 1 MiB allocated) if
+    @data_only."""
+    return sum(os.lstat(os.path.join(r, n)).st_blocks * 512
+               for r, _, fs in os.walk(m.cache_dir) for n in fs
+               if not data_only or os.path.basename(r) == "files")
+
+
 def fusermount_u(path, lazy=False):
     args = ["fusermount3", "-u"] + (["-z"] if lazy else []) + [path]
     return subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode

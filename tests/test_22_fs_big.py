@@ -9,6 +9,7 @@ import os
 import subprocess
 import time
 
+from mounthelp import cache_used
 from osbtest import route_count, wait_until
 
 GIB = 1 << 30
@@ -111,15 +112,10 @@ def test_a_sequential_reader_has_its_next_window_before_it_asks(server, make_mou
         # in it, the reader had the next one asked for
         wait_until(lambda: route_count(server, sid, "GET /files/download") >= 2, 20,
                    "the next window to be asked for")
-
-        def cached():
-            return sum(os.lstat(os.path.join(r, n)).st_blocks * 512
-                       for r, _, fs in os.walk(m.cache_dir) for n in fs
-                       if os.path.basename(r) == "files")
-
         # asked is not arrived: on a busy machine the rm below could come
         # first
-        wait_until(lambda: cached() >= 6 << 20, 20, "the next window to arrive")
+        wait_until(lambda: cache_used(m, data_only=True) >= 6 << 20, 20,
+                   "the next window to arrive")
         # from now on nothing comes: what it reads is what came ahead
         code, _, err = server.run(sid, "rm %s" % m.spath("s.bin"))
         assert code == 0, err

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from jobhelp import info
+from mounthelp import cache_used
 from osbtest import execd_routes, wait_until
 
 
@@ -130,11 +131,7 @@ def test_cache_size_cap_evicts_clean_data(server, make_mount):
     with open(m.p("dirty"), "wb") as f:
         f.write(b"d" * (3 << 20))
 
-    def cache_used():
-        return sum(os.stat(os.path.join(r, n)).st_blocks * 512
-                   for r, _, fs in os.walk(m.cache_dir) for n in fs)
-
-    wait_until(lambda: cache_used() <= 12 << 20, 20, "the cache to shrink to 12 MiB", step=0.2)
+    wait_until(lambda: cache_used(m) <= 12 << 20, 20, "the cache to shrink to 12 MiB", step=0.2)
     fd = os.open(m.p("dirty"), os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
@@ -457,15 +454,6 @@ def test_download_broken_and_resumed_after_a_change_fails(server, make_mount):
 # cp -p, rsync, an unpacked archive) differs from the old version only in
 # its ctime, which no unprivileged process can set back: the cache tells
 # the versions apart by it.
-
-def cache_used(m, data_only=False):
-    """Bytes the mount's cache dir holds on disk; only the files' data
-    (the cap's object: not the journal, which keeps 1 MiB allocated) if
-    @data_only."""
-    return sum(os.lstat(os.path.join(r, n)).st_blocks * 512
-               for r, _, fs in os.walk(m.cache_dir) for n in fs
-               if not data_only or os.path.basename(r) == "files")
-
 
 BIG = 20 * 1000 * 1000
 

@@ -7,7 +7,7 @@ import json
 import os
 
 from jobhelp import (expect_errno, job_file, kill_quietly, osb, read, read_bytes, start,
-                     start_named, status, wait, write)
+                     start_losing_answers, start_named, status, wait, write)
 from osbtest import wait_until
 
 
@@ -111,16 +111,8 @@ def test_a_start_that_failed_on_the_way_is_sent_again_and_runs_once(server, moun
     # was taken as started and ended "vanished" 12 s later, never run.
     # The wrapper claims its job, so the start is sent again; a second
     # copy of it (the first answer lost, reset_after) runs nothing.
-    for i, kind in enumerate(["502", "reset", "reset_after", "500"]):
-        server.set_faults(next=2 if kind != "reset_after" else 1, kinds=[kind], method="POST",
-                          path="/command$")
-        try:
-            jid = start(mount, "echo %s >> ran.log" % kind)
-        finally:
-            server.clear_faults()
-        assert wait(mount, jid) == "exited 0", kind
-        with open(mount.p("ran.log")) as f:
-            assert f.read().splitlines() == ["502", "reset", "reset_after", "500"][:i + 1], kind
+    start_losing_answers(server, mount, ["502", "reset", "reset_after", "500"],
+                         faults=lambda kind: 2 if kind != "reset_after" else 1)
 
 
 def test_a_bad_record_is_skipped_and_hides_no_other(make_mount, server, make_sandbox):

@@ -8,7 +8,7 @@ record first), and a start whose answer is lost still runs it once."""
 
 import os
 
-from jobhelp import osb, read, start, start_named, wait
+from jobhelp import osb, read, start, start_losing_answers, start_named, wait
 from osbtest import execd_routes
 
 
@@ -66,16 +66,7 @@ def test_a_command_that_cannot_travel_inline_is_uploaded(make_mount, server):
 
 def test_a_start_whose_answer_is_lost_runs_once(make_mount, server):
     m = quiet_mount(make_mount)
-    kinds = ["reset_after", "reset", "502", "500"]
-    for i, kind in enumerate(kinds):
-        server.set_faults(next=1, kinds=[kind], method="POST", path="/command$")
-        try:
-            jid = start(m, "echo %s >> ran.log" % kind)
-        finally:
-            server.clear_faults()
-        assert wait(m, jid) == "exited 0", kind
-        with open(m.p("ran.log")) as f:
-            assert f.read().splitlines() == kinds[:i + 1], kind
+    start_losing_answers(server, m, ["reset_after", "reset", "502", "500"])
 
 
 def test_a_named_start_whose_answer_is_lost_runs_once(make_mount, server):
