@@ -249,8 +249,9 @@ struct jstream;
  */
 int jstream_start(struct jobs *js, struct job *j, const char *script,
 		  struct jstream **ret, bool *ret_taken, struct osb_error *err);
-/* @j is RUNNING with streamed set: the reader may end it. Consumes @st. */
-void jstream_ack(struct jobs *js, struct jstream *st);
+/* @st's job is RUNNING with streamed set: the reader may end it.
+ * Consumes @st. */
+void jstream_ack(struct jstream *st);
 /* At unmount: stops every reader and waits for them. */
 void jstreams_stop(struct jobs *js);
 

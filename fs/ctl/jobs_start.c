@@ -295,7 +295,7 @@ int job_start(struct jobs *js, struct job *j, const char *cmd, size_t len)
 	else
 		job_set_state_locked(js, j, JOB_CREATED);
 	pthread_mutex_unlock(&js->lock);
-	jstream_ack(js, st);
+	jstream_ack(st);
 	return rc;
 }
 
@@ -327,7 +327,7 @@ int jobs_run(struct jobs *js, const char *cmd, size_t len, struct job **ret)
 		j = NULL;
 	}
 	pthread_mutex_unlock(&js->lock);
-	jstream_ack(js, st);
+	jstream_ack(st);
 	if (!j) {
 		jobs_wake_waiters(js);
 		return rc;

@@ -282,9 +282,8 @@ int jstream_start(struct jobs *js, struct job *j, const char *script,
 	return rc;
 }
 
-void jstream_ack(struct jobs *js, struct jstream *st)
+void jstream_ack(struct jstream *st)
 {
-	(void)js;
 	if (!st)
 		return;
 	pthread_mutex_lock(&st->m);
