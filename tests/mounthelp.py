@@ -48,6 +48,28 @@ def fsync_path(path):
         os.close(fd)
 
 
+def write_fsync(path, data=b"new\n" * 1000):
+    """A save in place: the file truncated, @data written, fsync(2)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def assert_conflict_kept(server, m, name, ours, theirs):
+    """After a conflict on @name in the mount's top directory: the
+    sandbox holds @ours under the name and @theirs under one
+    NAME.conflict-... beside it."""
+    sid = m.sandbox_id
+    assert server.read_file(sid, m.spath(name)) == ours
+    code, out, _ = server.run(sid, "ls %s" % m.spath())
+    aside = [n for n in out.split() if n.startswith(name + ".conflict-")]
+    assert len(aside) == 1, out
+    assert server.read_file(sid, m.spath(aside[0])) == theirs
+
+
 def cache_used(m, data_only=False):
     """Bytes mount @m's cache dir holds on disk; only the files' data
     (the cap's object: not the journal, which keeps 1 MiB allocated) if

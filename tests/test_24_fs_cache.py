@@ -15,7 +15,7 @@ import time
 import pytest
 
 from jobhelp import info
-from mounthelp import cache_used
+from mounthelp import assert_conflict_kept, cache_used
 from osbtest import execd_routes, wait_until
 
 
@@ -149,11 +149,7 @@ def test_conflict_keeps_both_versions(server, make_mount):
     fd = os.open(m.p("shared.txt"), os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
-    assert server.read_file(sid, m.spath("shared.txt")) == b"base + ours"
-    code, out, _ = server.run(sid, "ls %s" % m.spath())
-    aside = [n for n in out.split() if n.startswith("shared.txt.conflict-")]
-    assert len(aside) == 1, out
-    assert server.read_file(sid, m.spath(aside[0])) == b"theirs, written meanwhile"
+    assert_conflict_kept(server, m, "shared.txt", b"base + ours", b"theirs, written meanwhile")
 
 
 def sandbox_names(server, sid, d):

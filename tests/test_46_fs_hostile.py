@@ -20,6 +20,7 @@ import time
 import pytest
 
 from jobhelp import info, osb, read, start, wait, write
+from mounthelp import write_fsync
 from osbtest import wait_until
 
 # a watchdog, not a speed target: every operation here ends long before
@@ -89,15 +90,6 @@ def names_ok(names, where):
     for n in names:
         assert n and n not in (".", "..") and "/" not in n and "\0" not in n, (where, n)
         assert len(n.encode()) <= 255, (where, n)
-
-
-def write_fsync(path, data=b"new\n" * 1000):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def grep_r(*dirs):

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from mounthelp import assert_conflict_kept, write_fsync
 from osbtest import execd_routes
 
 FEED = ["feed", "attr_timeout=300ms", "dir_timeout=300ms", "negative_timeout=300ms"]
@@ -258,6 +259,81 @@ def test_a_file_made_in_a_new_directory_at_once_shows(server, make_mount, feed):
     rc, _, err = server.run(sid, "echo v > %s" % m.spath("d", "moved", "sub", "f"))
     assert rc == 0, err
     wait_for(lambda: open(os.path.join(d, "moved", "sub", "f")).read() == "v\n", timeout=5)
+
+
+def save(server, m, path, data):
+    """An editor's save in place (truncate, write, fsync): the requests
+    the user waited for, without the times command that follows it."""
+    server.reset_stats()
+    write_fsync(path, data)
+    return {r: n for r, n in execd_routes(server, m.sandbox_id).items() if r != "POST /command"}
+
+
+def changes_reported(m):
+    """The feed's count of changes reported ("live since T, N changes
+    reported")."""
+    return int(info(m)["change_feed"].split(", ")[1].split()[0])
+
+
+def settled(m, quiet=1.0, timeout=15, server=None):
+    """Waits until the feed has reported nothing more for @quiet s; with
+    @server, first until the times command that follows a save's upload
+    (a second later) was run."""
+    if server:
+        wait_for(lambda: execd_routes(server, m.sandbox_id).get("POST /command", 0) >= 1)
+    end = time.monotonic() + timeout
+    last, since = changes_reported(m), time.monotonic()
+    while time.monotonic() < end:
+        time.sleep(0.1)
+        n = changes_reported(m)
+        if n != last:
+            last, since = n, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return n
+    raise AssertionError("the feed kept reporting changes")
+
+
+def test_a_save_the_feed_vouches_for_is_one_request(server, make_mount, feed):
+    """What the feed holds, a save need not ask: a new file in a directory
+    the mount made, long after it was made, and a file changed again once
+    the feed reported it as this mount left it, are each one upload."""
+    m = make_mount(options=feed)
+    sid = m.sandbox_id
+    wait_live(m)
+    assert os.listdir(m.path) == []  # the names the feed's reports are checked against
+    os.mkdir(m.p("d"))
+    save(server, m, m.p("d", "first.txt"), b"first\n")
+    settled(m, server=server)  # past the timeouts: only the feed holds the listing
+    assert save(server, m, m.p("d", "new.txt"), b"new\n") == {"POST /files/upload": 1}
+    settled(m, server=server)
+    for i in range(3):
+        assert save(server, m, m.p("d", "new.txt"), b"v%d\n" % i) == {"POST /files/upload": 1}
+        settled(m, server=server)
+    assert server.read_file(sid, m.spath("d", "new.txt")) == b"v2\n"
+
+
+def test_a_change_the_feed_reported_is_kept_as_a_conflict(server, make_mount, feed):
+    """A file changed beside the mount, once the feed said so, is asked
+    before the mount's own change of it goes: both versions are kept, as
+    without the feed."""
+    m = make_mount(options=feed + ["writeback_delay=1h"])
+    sid = m.sandbox_id
+    wait_live(m)
+    p = m.p("shared.txt")
+    save(server, m, p, b"base")
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("sync\n")  # its times too: the sandbox's copy is the base
+    settled(m)
+    with open(p, "a") as f:
+        f.write(" + ours")
+    n0 = changes_reported(m)
+    rc, _, err = server.run(sid, "printf 'theirs, written meanwhile' > %s" % m.spath("shared.txt"))
+    assert rc == 0, err
+    wait_for(lambda: changes_reported(m) > n0)
+    fd = os.open(p, os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+    assert_conflict_kept(server, m, "shared.txt", b"base + ours", b"theirs, written meanwhile")
 
 
 def test_inotify_that_cannot_watch_falls_back_to_polling(server, make_mount):

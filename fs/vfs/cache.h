@@ -116,6 +116,10 @@ uint64_t cache_mark_new(struct cache *c);
  * version cached, it is confirmed as of @mark. */
 void cache_confirm(struct cache *c, struct cfile *cf, const struct fattr *a,
 		   uint64_t mark);
+/* The change feed reported @a for @cf at @now: whether it is the base
+ * version (cfile.base_seen, for the write-back's check). */
+void cache_base_report(struct cache *c, struct cfile *cf, const struct fattr *a,
+		       long long now);
 /* Whether attributes asked at or after @mark said @cf's version. */
 bool cache_confirmed(struct cache *c, struct cfile *cf, uint64_t mark);
 /* Whether clean @cf is mixed and not confirmed since, and @a (NULL: any

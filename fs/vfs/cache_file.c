@@ -98,6 +98,14 @@ void cache_confirm(struct cache *c, struct cfile *cf, const struct fattr *a,
 	pthread_mutex_unlock(&c->lock);
 }
 
+void cache_base_report(struct cache *c, struct cfile *cf, const struct fattr *a,
+		       long long now)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->base_seen = fmeta_base_is(&cf->m, a) ? now : 0;
+	pthread_mutex_unlock(&c->lock);
+}
+
 bool cache_confirmed(struct cache *c, struct cfile *cf, uint64_t mark)
 {
 	pthread_mutex_lock(&c->lock);

@@ -127,6 +127,10 @@ struct cfile {
 	long long due_ms;       /* when the upload may start */
 	long long absent_until; /* made where the sandbox was known to have
 				   nothing, as fresh as that (cache_created) */
+	long long base_seen;    /* monotonic ms when the sandbox was last
+				   seen holding the base version (its upload
+				   landed, or the change feed reported it so),
+				   0 when a report since said otherwise */
 	bool inflight;
 	bool solo;         /* upload alone (a batch with it failed) */
 	unsigned failures; /* consecutive failed uploads */

@@ -204,9 +204,12 @@ static struct node *node_at(struct osbfs *fs, const char *path, long long now)
 	return NULL;
 }
 
+/* (a directory's size is the sandbox's filesystem's business, and the
+ * mount's own guess at it until it is asked) */
 static bool same_attr(const struct fattr *x, const struct fattr *y)
 {
-	return x->type == y->type && x->size == y->size &&
+	return x->type == y->type &&
+	       (x->size == y->size || x->type == OSB_DIR) &&
 	       (x->mode & 07777) == (y->mode & 07777) &&
 	       x->mtime.tv_sec == y->mtime.tv_sec &&
 	       x->mtime.tv_nsec == y->mtime.tv_nsec;
@@ -223,6 +226,8 @@ void fs_feed_attr(struct osbfs *fs, const char *path, bool unsure,
 	long long now = mono_ms();
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct node *n = node_at(fs, path, now);
+	if (n && n->cf)
+		cache_base_report(fs->cache, n->cf, a, now);
 	if (!n || node_has_local(fs, n)) {
 		/* unknown here, or what is shown is ours until it lands */
 		pthread_mutex_unlock(&fs->nodes.lock);
@@ -234,14 +239,16 @@ void fs_feed_attr(struct osbfs *fs, const char *path, bool unsure,
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return;
 	}
-	if (n->change_gen > since) {
-		/* ours, maybe landed after the report was made: asked again */
+	bool same = n->attr_valid && same_attr(&n->attr, a);
+	if (n->change_gen > since && !same) {
+		/* ours, maybe landed after the report was made: asked again.
+		 * A report that shows what this mount made (its size and
+		 * mtime to the nanosecond) was made after it landed. */
 		drop_attr(n);
 		tell_kernel(fs, n);
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return;
 	}
-	bool same = n->attr_valid && same_attr(&n->attr, a);
 	special_take(n, a, fs->nodes.change_seq);
 	node_set_attr(n, a, now + fs->opt->attr_timeout_ms);
 	bool stale = n->cf && cache_check_version(fs->cache, n->cf, a, mark);
@@ -286,7 +293,13 @@ void fs_feed_dir(struct osbfs *fs, const char *path, bool unsure,
 		 * and so are they unless it is changing them */
 		n->list_expiry = now + fs->nodes.list_ms;
 		n->list_ours = false; /* the sandbox's answer now */
-		if (a && !own_attr_change(n, since) && !node_has_local(fs, n)) {
+		/* attributes that are what this mount made them were read
+		 * after it made them */
+		bool same = a && n->attr_valid && same_attr(&n->attr, a) &&
+			    !n->times_going && !n->times_pending;
+		if (node_has_local(fs, n)) {
+			/* what is shown is ours until it lands */
+		} else if (a && (same || !own_attr_change(n, since))) {
 			special_take(n, a, fs->nodes.change_seq);
 			node_set_attr(n, a, now + fs->opt->attr_timeout_ms);
 		} else {

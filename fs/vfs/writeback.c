@@ -107,6 +107,7 @@ struct item {
 	bool times_later;       /* the times go after (an fsync waits) */
 	bool fresh;             /* new: the sandbox had no such file */
 	long long absent_until; /* cfile's, for known_absent() */
+	long long base_seen;    /* cfile's, for known_base() */
 	struct timespec ctime;  /* the sandbox's copy's after its times were
 				   set, {0, 0} if not known (remote_times) */
 	mode_t seen_mode;       /* and its mode then, 0 if not known */
@@ -202,6 +203,7 @@ static void snapshot(struct osbfs *fs, struct item *it)
 	it->fresh = cf->m.base == BASE_ABSENT;
 	it->hurry = bytes_wanted(cf);
 	it->absent_until = cf->absent_until;
+	it->base_seen = cf->base_seen;
 	it->full = cf->full_gen >= cf->wgen;
 	bool gone = !cf->dirty;
 	if (!gone && !it->path) {
@@ -478,8 +480,11 @@ static int check_by_walk(struct osbfs *fs, struct writeback *wb,
  * path a moment ago, without asking: a listing of its directory, fresh
  * by dir_timeout, did not have it (the file is ours since: it was made
  * after that listing said the name was free). As fresh as a negative
- * entry, which a create trusts too. Not when the listing is our own (a
- * directory made here): someone may have made it in the sandbox too.
+ * entry, which a create trusts too. A directory made here counts as
+ * listed when it was made, empty, once it is in the sandbox: what the
+ * sandbox puts in it after ends that listing as any other (the change
+ * feed, or dir_timeout). Not before: the sandbox may make one of that
+ * name meanwhile, whose files the mount's mkdir would not clear.
  */
 static bool known_absent(struct osbfs *fs, const struct item *it)
 {
@@ -490,19 +495,42 @@ static bool known_absent(struct osbfs *fs, const struct item *it)
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct node *n = it->cf->node, *p = n ? n->parent : NULL;
 	bool known =
-		p && !p->list_ours && node_list_fresh(&fs->nodes, p, mono_ms());
+		p && node_list_fresh(&fs->nodes, p, mono_ms()) &&
+		!(p->list_ours && p->cf && cache_only_local(fs->cache, p->cf));
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return known;
+}
+
+/*
+ * Whether the sandbox is known to hold changed file @it's base version,
+ * without asking: the change feed has been live since it was last seen
+ * so (its upload landed, or a report said so), and has said nothing else
+ * of it since. As fresh as what the feed holds for a stat.
+ */
+static bool known_base(struct osbfs *fs, const struct item *it)
+{
+	if (it->m.base != BASE_KNOWN || !it->base_seen)
+		return false;
+	long long now = mono_ms();
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *n = it->cf->node;
+	bool known = n && node_feed_live(&fs->nodes, now) &&
+		     it->base_seen >= fs->nodes.feed_since &&
+		     it->base_seen >= n->feed_mark;
 	pthread_mutex_unlock(&fs->nodes.lock);
 	return known;
 }
 
 /* Step 1 for a batch: one listing for files in several places when it
  * is cheap, else one listing per directory holding several files; one
- * stat for a lone file. Not for new files whose names are known free. */
+ * stat for a lone file. Not for new files whose names are known free,
+ * nor for changed files the change feed vouches for. */
 static int check_batch(struct osbfs *fs, struct writeback *wb,
 		       struct item *items, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (!items[i].skip && known_absent(fs, &items[i]))
+		if (!items[i].skip &&
+		    (known_absent(fs, &items[i]) || known_base(fs, &items[i])))
 			items[i].m.base = BASE_UNKNOWN; /* nothing to check */
 	int wrc = check_by_walk(fs, wb, items, n);
 	if (wrc != -EAGAIN)
@@ -692,6 +720,7 @@ static void finish(struct osbfs *fs, struct writeback *wb, struct item *items,
 		cf->m.base_mtime = it->m.mtime;
 		cf->m.base_ctime = it->ctime;
 		cf->m.sent = false;
+		cf->base_seen = now;
 		if (cf->wgen == it->gen) {
 			cf->m.times_set = false;
 			cf->m.chmod_needed = false;
