@@ -29,7 +29,8 @@
  *      lifecycle's (life.c), the server watch's (watch.c), the kernel
  *      notifier's queue (notify.c), the background puller's (pull.c),
  *      the change feed's (feed.c), the extended attributes' table's
- *      (xattr.c: only the log's is taken under it) and the log's (log.c)
+ *      (xattr.c: only the log's is taken under it), the owners' tables'
+ *      (owners.c) and the log's (log.c)
  *
  * js->lock and the locks 3 to 6 are never held together. Apart from 1
  * and 3, no lock is held across a request to the sandbox.
@@ -72,7 +73,9 @@ struct osbfs {
 	/* the user.* extended attributes the mount keeps (xattr.h) */
 	struct xattrs *xattrs;
 	struct feed *feed;
-	uid_t uid; /* owner shown for every file */
+	/* the sandbox's owners as local numbers (owners.h) */
+	struct owners *owners;
+	uid_t uid; /* the mount's user: the sandbox's root (owners.h) */
 	gid_t gid;
 
 	/* held for reading by an upload batch (its paths must not move),

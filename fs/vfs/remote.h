@@ -113,6 +113,10 @@ int remote_rename(struct osbfs *fs, const char *src, const char *dst,
 		  bool replace, bool symlink);
 int remote_chmod(struct osbfs *fs, const char *path, mode_t mode,
 		 const char *owner, const char *group);
+/* chown of @path to @owner and @group (names or numbers, as execd
+ * reports them: owners.h), by command; @nofollow: a symlink itself. */
+int remote_chown(struct osbfs *fs, const char *path, const char *owner,
+		 const char *group, bool nofollow);
 
 struct rtimes {
 	const char *path;
