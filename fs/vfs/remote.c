@@ -384,8 +384,9 @@ int remote_parse_stat(const char *line, struct fattr *a)
 	return 0;
 }
 
-/* for shell_cmd's printf: %% is one % */
-#define STAT_FMT "'%%f %%s %%.9Y %%.9Z %%U %%G'"
+/* for shell_cmd's printf: %% is one %; owners as numbers (stat prints
+ * UNKNOWN for one without a name), which owners.h takes as execd's */
+#define STAT_FMT "'%%f %%s %%.9Y %%.9Z %%u %%g'"
 
 static int shell_stat(struct osbfs *fs, const char *path, struct fattr *ret)
 {
