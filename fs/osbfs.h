@@ -21,6 +21,9 @@
  *      never held together); then the write-back's times_lock
  *      (writeback.c), held across a command setting directory times,
  *      taken under path_lock or alone
+ *      The owners' learn_lock (owners.c), held across the command that
+ *      reads the sandbox's user and group tables, is taken with none of
+ *      4 to 6 held, and takes only 7 under it.
  *   4. cf->fetch_lock (cache_i.h): one download into a file at a time;
  *      taken with neither 5 nor 6 held
  *   5. the node table's lock (node.h)
