@@ -236,3 +236,18 @@ def test_a_default_mount_asks_nothing_more_for_owners(server, make_mount):
     server.reset_stats()
     os.chown(m.p("t", "a"), os.getuid(), os.getgid())
     assert route_count(server, sid, "POST /command") == 0
+
+
+def test_a_setgid_directory_gives_its_group(server, make_mount):
+    m = make_mount()
+    os.mkdir(m.p("g"))
+    os.chown(m.p("g"), 0, NOBODY)
+    os.chmod(m.p("g"), 0o2775)
+    with open(m.p("g", "f"), "w") as f:
+        f.write("x")
+    os.mkdir(m.p("g", "sub"))
+    assert ids(m.p("g", "f")) == (0, NOBODY)
+    assert ids(m.p("g", "sub")) == (0, NOBODY)
+    sync(m)
+    assert sandbox_ids(server, m, "g", "f") == (0, NOBODY)
+    assert sandbox_ids(server, m, "g", "sub") == (0, NOBODY)

@@ -761,14 +761,25 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 	return rc;
 }
 
-void ops_maker(fuse_req_t req, struct osbfs *fs, char *owner, char *group)
+void ops_maker(fuse_req_t req, struct osbfs *fs, struct node *n, char *owner,
+	       char *group)
 {
 	owner[0] = group[0] = '\0';
 	if (!owners_on(fs))
 		return;
 	const struct fuse_ctx *who = fuse_req_ctx(req);
-	if (who->uid != fs->uid || who->gid != fs->gid)
-		owners_names(fs, who->uid, who->gid, owner, group);
+	uid_t uid = who->uid;
+	gid_t gid = who->gid;
+	pthread_mutex_lock(&fs->nodes.lock);
+	if (n->parent) {
+		struct stat dir;
+		node_stat(fs, n->parent, &dir);
+		if (dir.st_mode & S_ISGID)
+			gid = dir.st_gid;
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (uid != fs->uid || gid != fs->gid)
+		owners_names(fs, uid, gid, owner, group);
 }
 
 /*

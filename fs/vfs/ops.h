@@ -155,11 +155,13 @@ void node_changed_here(struct osbfs *fs, struct node *n,
  * EIO later. */
 void file_keep_for_readers(struct osbfs *fs, struct held *h);
 
-/* The owner and group the caller of @req gives what it makes, as the
- * sandbox is to name them (owners.h): "" for the mount's user (root's
- * there, what execd gives anyway). May read the sandbox's tables: no
- * lock held. */
-void ops_maker(fuse_req_t req, struct osbfs *fs, char *owner, char *group);
+/* The owner and group new node @n made by the caller of @req is to have,
+ * as the sandbox is to name them (owners.h): the caller's, or in a
+ * setgid directory the directory's group, as Linux does; "" for the
+ * mount's user (root's there, what execd gives anyway). May read the
+ * sandbox's tables: no lock held. */
+void ops_maker(fuse_req_t req, struct osbfs *fs, struct node *n, char *owner,
+	       char *group);
 
 /* Drops every cache, also the kernel's (from a thread that is not
  * serving a request). */

@@ -502,7 +502,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		a.mode = mode & 07777;
 		clock_gettime(CLOCK_REALTIME, &a.mtime);
 		a.ctime = a.mtime;
-		ops_maker(req, fs, a.owner, a.group);
+		ops_maker(req, fs, h.n, a.owner, a.group);
 		pthread_mutex_lock(&fs->nodes.lock);
 		cf = cache_dir_changed(fs->cache, h.n, NULL, mode);
 		if (cf && (a.owner[0] || a.group[0]))
@@ -899,7 +899,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		rc = lefts_clear(fs, h.path);
 	char owner[OWNERS_NAME_MAX], group[OWNERS_NAME_MAX];
 	if (!rc)
-		ops_maker(req, fs, owner, group);
+		ops_maker(req, fs, h.n, owner, group);
 	if (!rc)
 		rc = remote_symlink(fs, link, h.path);
 	/* the command made it root's: its maker's it is */

@@ -401,7 +401,7 @@ static int create_here(fuse_req_t req, struct osbfs *fs, fuse_ino_t parent,
 	if (existed)
 		owner[0] = group[0] = '\0';
 	else
-		ops_maker(req, fs, owner, group);
+		ops_maker(req, fs, h->n, owner, group);
 	pthread_mutex_lock(&fs->nodes.lock);
 	/* a missing name known without asking: a negative entry (a stat, or
 	 * a removal from here, just now) */
