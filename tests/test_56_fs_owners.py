@@ -11,7 +11,7 @@ import stat
 import subprocess
 
 from jobhelp import osb, write
-from osbtest import route_count
+from osbtest import route_count, wait_until
 
 NOBODY = 65534
 
@@ -251,3 +251,19 @@ def test_a_setgid_directory_gives_its_group(server, make_mount):
     sync(m)
     assert sandbox_ids(server, m, "g", "f") == (0, NOBODY)
     assert sandbox_ids(server, m, "g", "sub") == (0, NOBODY)
+
+
+def test_an_owner_changed_in_the_sandbox_shows(server, make_mount):
+    """A job's chown shows once the mount hears of it (the change feed, or
+    the attribute timeout): names and bare numbers alike."""
+    m = make_mount()
+    with open(m.p("f"), "w") as f:
+        f.write("x")
+    os.mkdir(m.p("d"))
+    sync(m)
+    assert ids(m.p("f")) == (0, 0)
+    rc, _, err = server.run(m.sandbox_id, "chown 1234:4321 %s && chown nobody:nogroup %s"
+                            % (m.spath("f"), m.spath("d")))
+    assert rc == 0, err
+    wait_until(lambda: ids(m.p("f")) == (1234, 4321), 10, "the new owner of f")
+    wait_until(lambda: ids(m.p("d")) == (NOBODY, NOBODY), 10, "the new owner of d")

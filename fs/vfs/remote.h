@@ -27,7 +27,8 @@ struct rdent {
 void rdent_array_free(struct rdent *d, size_t n);
 
 void fattr_from_stat(struct fattr *a, const struct osb_stat *st);
-/* One line of `stat -c '%f %s %.9Y %.9Z %U %G'` into @a: 0 or -EPROTO. */
+/* One line of `stat -c '%f %s %.9Y %.9Z %u %g'` into @a: 0 or -EPROTO
+ * (owners as numbers: owners.h). */
 int remote_parse_stat(const char *line, struct fattr *a);
 
 /* @path's part below directory @dir ("a/b"; "" for "@dir/"), or NULL if
