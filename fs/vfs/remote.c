@@ -856,31 +856,27 @@ static int chown_line(FILE *m, const char *path, const char *owner,
 	return qw && qp ? 0 : -ENOMEM;
 }
 
-/* Owners only a command sets (api_owner), @n paths in one command; the
- * entries of @paths that are NULL have none to set. */
+/* chown of @n paths to their @owners and @groups in one command; with
+ * @nofollow, of symlinks themselves. */
 static int chown_many(struct osbfs *fs, const char *const *paths,
 		      const char *const *owners, const char *const *groups,
-		      size_t n)
+		      size_t n, bool nofollow)
 {
 	char *script = NULL;
-	size_t len = 0, lines = 0;
+	size_t len = 0;
 	FILE *m = open_memstream(&script, &len);
 	if (!m)
 		return -ENOMEM;
 	int rc = 0;
 	fputs("e=0\n", m);
 	for (size_t i = 0; !rc && i < n; i++)
-		if (paths[i]) {
-			rc = chown_line(m, paths[i], owners[i], groups[i],
-					false);
-			lines++;
-		}
+		rc = chown_line(m, paths[i], owners[i], groups[i], nofollow);
 	fputs("exit $e\n", m);
 	if (fclose(m) != 0 && !rc)
 		rc = -ENOMEM;
-	if (!rc && lines)
-		rc = shell_do(fs, script, SHELL_IDEMPOTENT, "chown",
-			      paths[0] ? paths[0] : "", NULL);
+	if (!rc && n)
+		rc = shell_do(fs, script, SHELL_IDEMPOTENT, "chown", paths[0],
+			      NULL);
 	free(script);
 	return rc;
 }
@@ -889,30 +885,14 @@ int remote_chown(struct osbfs *fs, const char *path, const char *owner,
 		 const char *group, bool nofollow)
 {
 	int rc = path_check(path);
-	if (rc)
-		return rc;
-	char *script = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&script, &len);
-	if (!m)
-		return -ENOMEM;
-	fputs("e=0\n", m);
-	rc = chown_line(m, path, owner, group, nofollow);
-	fputs("exit $e\n", m);
-	if (fclose(m) != 0 && !rc)
-		rc = -ENOMEM;
-	if (!rc)
-		rc = shell_do(fs, script, SHELL_IDEMPOTENT, "chown", path,
-			      NULL);
-	free(script);
-	return rc;
+	return rc ? rc : chown_many(fs, &path, &owner, &group, 1, nofollow);
 }
 
 static bool api_mode(const char *path, mode_t mode);
 
 /* After files @u or directories @d (@n of them) went by the file API:
- * the owners it could not set (a number), or that a command making a
- * directory did not (@by_command[i]), set by one command. */
+ * the owners it could not set (a number), or that the command making a
+ * directory with a mode it cannot carry did not, set by one command. */
 static int owners_after(struct osbfs *fs, size_t n, const struct rupload *u,
 			const struct rdir *d)
 {
@@ -935,7 +915,7 @@ static int owners_after(struct osbfs *fs, size_t n, const struct rupload *u,
 		k++;
 	}
 	if (!rc && k)
-		rc = chown_many(fs, p, o, g, k);
+		rc = chown_many(fs, p, o, g, k, false);
 	free(p);
 	free(o);
 	free(g);
