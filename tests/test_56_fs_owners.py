@@ -9,6 +9,7 @@ import errno
 import os
 import stat
 import subprocess
+import time
 
 from jobhelp import osb, write
 from osbtest import route_count, wait_until
@@ -267,3 +268,23 @@ def test_an_owner_changed_in_the_sandbox_shows(server, make_mount):
     assert rc == 0, err
     wait_until(lambda: ids(m.p("f")) == (1234, 4321), 10, "the new owner of f")
     wait_until(lambda: ids(m.p("d")) == (NOBODY, NOBODY), 10, "the new owner of d")
+
+
+def test_a_chown_moves_the_ctime(server, make_mount):
+    m = make_mount()
+    with open(m.p("f"), "w") as f:
+        f.write("x")
+    os.mkdir(m.p("d"))
+    sync(m)
+    for name in ("f", "d"):
+        before = os.stat(m.p(name)).st_ctime_ns
+        time.sleep(1.1)
+        os.chown(m.p(name), NOBODY, NOBODY - 1)
+        assert os.stat(m.p(name)).st_ctime_ns > before, name
+    # one made here and not uploaded yet
+    with open(m.p("new"), "w") as f:
+        f.write("x")
+    before = os.stat(m.p("new")).st_ctime_ns
+    time.sleep(1.1)
+    os.chown(m.p("new"), NOBODY, NOBODY)
+    assert os.stat(m.p("new")).st_ctime_ns > before
