@@ -185,8 +185,9 @@ int ctl_restore(struct ctl *c, const char *ref, bool force, char *msg,
 				  id, err.message);
 	}
 	if (rc) {
-		snprintf(msg, msg_size, "restore %s: %s%s", ref, why,
-			 id ? "; the mount stays on its sandbox" : "");
+		snprintf(msg, msg_size,
+			 "restore %s: %s; the mount stays on sandbox %s", ref,
+			 why, old);
 		rc = step_errno(rc);
 	} else if (fs->opt->restore_keeps) {
 		log_info("restored snapshot %s (%s) into sandbox %s; sandbox "
