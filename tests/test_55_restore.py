@@ -12,12 +12,15 @@ lost; and what a checkpoint and a restore cost in requests."""
 import errno
 import json
 import os
+import re
+import subprocess
 import time
 
 import pytest
 
 from jobhelp import expect_errno, last_error, read, start, status, wait, write
 from osbtest import wait_until
+from osbtest import ROOT
 from snaphelp import MTIME_NS, fill, tree, uniq
 
 CREATE = "POST /v1/sandboxes"
@@ -148,8 +151,9 @@ def test_restore_after_a_bad_try(server, snaps, make_mount):
     os.unlink(m.p("toy.out"))
     i = info(m)
     assert i["restored_from"] == old and i["snapshot_id"] == snaps["snaps"][0]
-    # the jobs of the old sandbox went with it
+    # the jobs of the old sandbox went with it; its snapshots stay listed
     assert jid not in os.listdir(m.p(".osb", "jobs"))
+    assert os.listdir(m.p(".osb", "snapshots")) == [cp]
     assert not exists(server, old)
     assert by_label(server, name) == [new]
     # the new sandbox takes writes as any
@@ -297,3 +301,47 @@ def test_keeps_and_kill9(server, snaps, make_mount):
     assert server.read_file(new, again.spath("unsent.txt")) == b"unsent\n"
     assert sorted(os.listdir(again.p())) == ["a.txt", "unsent.txt"]
     assert server.read_file(old, m.spath("a.txt")) == b"a\n"
+
+
+def readme_recipe():
+    """The README's recipe: the sh block that restores."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
+    found = [b for b in blocks if "restore before" in b]
+    assert len(found) == 1, "the README has no recipe that restores"
+    return found[0]
+
+
+@pytest.mark.parametrize("outcome", ["fails", "works"])
+def test_readme_recipe(server, snaps, make_mount, outcome):
+    """The recipe as printed, from the directory holding mnt: a try that
+    fails leaves the workspace as it was at the checkpoint; one that works
+    keeps what it did."""
+    m = make_mount()
+    snaps["sandboxes"].append(m.sandbox_id)
+    assert os.path.basename(m.path) == "mnt"
+    with open(m.p("data.txt"), "w") as f:
+        f.write("v1\n")
+    with open(m.p("migrate.sh"), "w") as f:
+        f.write("#!/bin/sh\necho v2 > data.txt\nrm -f migrate.sh\n%s\n"
+                % ("exit 3" if outcome == "fails" else "exit 0"))
+    os.chmod(m.p("migrate.sh"), 0o755)
+    p = subprocess.run(["sh", "-e", "-c", readme_recipe()], cwd=os.path.dirname(m.path),
+                       capture_output=True, text=True, timeout=300)
+    snap = json.loads(read(m.p(".osb", "snapshots", "before", "info")))["id"]
+    snaps["snaps"].append(snap)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "Ready\n"
+    now = info(m)["sandbox_id"]
+    snaps["sandboxes"].append(now)
+    if outcome == "fails":
+        assert now != m.sandbox_id
+        assert sorted(os.listdir(m.p())) == ["data.txt", "migrate.sh"]
+        assert read(m.p("data.txt")) == "v1\n"
+    else:
+        assert now == m.sandbox_id
+        assert os.listdir(m.p()) == ["data.txt"] and read(m.p("data.txt")) == "v2\n"
+    # the name is the session server's: the next test may take it again
+    os.rmdir(m.p(".osb", "snapshots", "before"))
+    snaps["snaps"].remove(snap)

@@ -116,7 +116,7 @@ static int move(struct ctl *c, const char *id,
 		life_reset(fs, "Running", info->expires_at);
 		about_set(c, info, old);
 		code_reset(c->code);
-		snaps_forget_age(c->snaps);
+		snaps_restored(c->snaps, old);
 	}
 	if (jobs_monitor_restart(c->jobs, rc ? NULL : RESTORE_JOB_ENDED))
 		log_error("jobs: cannot start the monitor again");
