@@ -362,9 +362,9 @@ int osb_sandbox_switch(struct osb_sandbox *sb, const char *id,
 		return rc;
 	char *nid = strdup(id);
 	pthread_mutex_lock(&sb->lock);
-	char **old = nid ? realloc(sb->old_ids,
-				   (sb->n_old_ids + 1) * sizeof(*old)) :
-			   NULL;
+	char **old =
+		nid ? realloc(sb->old_ids, (sb->n_old_ids + 1) * sizeof(*old)) :
+		      NULL;
 	if (old) {
 		sb->old_ids = old;
 		sb->old_ids[sb->n_old_ids++] = sb->id;

@@ -19,9 +19,9 @@ static const struct {
 	const char *name;
 	enum ctl_verb_kind kind;
 } root_verbs[] = {
-	{ "pause", CTL_PAUSE }, { "resume", CTL_RESUME },
-	{ "renew", CTL_RENEW }, { "kill", CTL_KILL },
-	{ "sync", CTL_SYNC },   { "invalidate", CTL_INVALIDATE },
+	{ "pause", CTL_PAUSE },     { "resume", CTL_RESUME },
+	{ "renew", CTL_RENEW },     { "kill", CTL_KILL },
+	{ "sync", CTL_SYNC },       { "invalidate", CTL_INVALIDATE },
 	{ "restore", CTL_RESTORE },
 };
 

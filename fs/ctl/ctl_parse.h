@@ -24,7 +24,7 @@ enum ctl_verb_kind {
 	CTL_KILL,
 	CTL_SYNC,
 	CTL_INVALIDATE,
-	CTL_RESTORE, /* ref, force */
+	CTL_RESTORE,    /* ref, force */
 	CTL_JOB_KILL,   /* a job's ctl: TERM, then KILL */
 	CTL_JOB_SIGNAL, /* a job's ctl: sig */
 	CTL_JOB_FORGET, /* a job's ctl: remove the ended job */
@@ -36,9 +36,9 @@ enum ctl_verb_kind {
 struct ctl_verb {
 	enum ctl_verb_kind kind;
 	long secs;
-	char sig[16];		   /* the signal's name without "SIG" */
+	char sig[16];              /* the signal's name without "SIG" */
 	char ref[CTL_REF_MAX + 1]; /* restore: the snapshot's name or id */
-	bool force;		   /* restore ... force */
+	bool force;                /* restore ... force */
 };
 
 struct ctl_verbs {

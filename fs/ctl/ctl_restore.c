@@ -33,7 +33,7 @@
 
 /* a sync, then a look for files written meanwhile, this many times */
 #define RESTORE_SYNC_TRIES 3
-#define RESTORE_JOB_ENDED                                                   \
+#define RESTORE_JOB_ENDED                                                      \
 	"ended by a restore: the mount left the sandbox the job ran in"
 
 /* one restore at a time */
@@ -81,8 +81,7 @@ static void about_set(struct ctl *c, const struct osb_sandbox_info *info,
 /* The move itself, onto running sandbox @id. 0; or a negative errno
  * with the reason in @msg, the mount still on the old sandbox. */
 static int move(struct ctl *c, const char *id,
-		const struct osb_sandbox_info *info, char *msg,
-		size_t msg_size)
+		const struct osb_sandbox_info *info, char *msg, size_t msg_size)
 {
 	struct osbfs *fs = c->fs;
 	const char *old = fs->sandbox_id;

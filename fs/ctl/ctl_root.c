@@ -259,9 +259,9 @@ int ctl_sync(struct osbfs *fs, char *msg, size_t msg_size)
 static int run_verb(struct ctl *c, const struct ctl_verb *v)
 {
 	static const char *const names[] = {
-		[CTL_PAUSE] = "pause", [CTL_RESUME] = "resume",
-		[CTL_RENEW] = "renew", [CTL_KILL] = "kill",
-		[CTL_SYNC] = "sync",   [CTL_INVALIDATE] = "invalidate",
+		[CTL_PAUSE] = "pause",     [CTL_RESUME] = "resume",
+		[CTL_RENEW] = "renew",     [CTL_KILL] = "kill",
+		[CTL_SYNC] = "sync",       [CTL_INVALIDATE] = "invalidate",
 		[CTL_RESTORE] = "restore",
 	};
 	struct osbfs *fs = c->fs;

@@ -196,7 +196,8 @@ static int fetch_one(struct snaps *s, const char *sandbox_id, const char *name,
 		rc = osb_snapshot_list(s->fs->client, &p, &l, err);
 		struct osb_snapshot *v =
 			rc ? NULL :
-			     realloc(all->items, (all->n + l.n + 1) * sizeof(*v));
+			     realloc(all->items,
+				     (all->n + l.n + 1) * sizeof(*v));
 		if (!rc && !v)
 			rc = -ENOMEM;
 		if (!rc) {

@@ -550,7 +550,8 @@ int connect_restored(struct osbfs *fs, const char *snap_id, char **ret_id,
 	bool unsure;
 
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
-		snprintf(msg, msg_size, "no random bytes for the restore's label");
+		snprintf(msg, msg_size,
+			 "no random bytes for the restore's label");
 		return -EIO;
 	}
 	for (size_t i = 0; i < sizeof(rnd); i++)

@@ -195,14 +195,16 @@ int cache_move(struct cache *c, const char *sandbox_id, char *msg,
 	if (!rc && rename(old_dir, base) < 0)
 		rc = -errno;
 	if (rc) {
-		snprintf(msg, msg_size, "cannot move the cache slot %s to %s: %s",
-			 old_dir, base, strerror(-rc));
+		snprintf(msg, msg_size,
+			 "cannot move the cache slot %s to %s: %s", old_dir,
+			 base, strerror(-rc));
 		free(base);
 		free(dir);
 		return rc;
 	}
 	if (first) {
-		/* other mounts' slots of the old sandbox stay where they were */
+		/* other mounts' slots of the old sandbox stay where they were
+		 */
 		char from[4200], to[4200];
 		snprintf(from, sizeof(from), "%s/" HOLDER_SLOTS_DIR, base);
 		snprintf(to, sizeof(to), "%s/" HOLDER_SLOTS_DIR, old_base);
