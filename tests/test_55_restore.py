@@ -345,3 +345,31 @@ def test_readme_recipe(server, snaps, make_mount, outcome):
     # the name is the session server's: the next test may take it again
     os.rmdir(m.p(".osb", "snapshots", "before"))
     snaps["snaps"].remove(snap)
+
+
+def test_a_restore_killed_before_its_delete(server, snaps, make_mount):
+    """A daemon killed after the restore's create landed and before the
+    old sandbox was deleted leaves both, named alike: a mount by that name
+    takes the restored one and deletes the old one, as the restore would
+    have (kept with restore_keeps=yes)."""
+    for keeps in (False, True):
+        name = uniq("mid")
+        opts = ["name=" + name] + (["restore_keeps=yes"] if keeps else [])
+        m = make_mount(options=opts)
+        old = m.sandbox_id
+        snaps["sandboxes"].append(old)
+        with open(m.p("a.txt"), "w") as f:
+            f.write("a\n")
+        snap = checkpoint(m, uniq("cp"))
+        snaps["snaps"].append(snap)
+        m.kill9()
+        # what the restore's create made before the daemon was killed
+        body = {"snapshotId": snap, "image": None,
+                "metadata": {"name": name, "osbfs-restored-from": old}}
+        new = server.create_sandbox(**body)
+        snaps["sandboxes"].append(new)
+        again = make_mount(options=opts, cache_dir=m.cache_dir)
+        assert again.sandbox_id == new
+        assert exists(server, old) == keeps
+        assert os.listdir(again.p()) == ["a.txt"]
+        again.stop()

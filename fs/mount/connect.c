@@ -242,10 +242,11 @@ static bool superseded(const struct osb_sandbox_list *l,
 }
 
 /* The oldest live sandbox labelled @key=@value, if any, leaving out
- * those a restore superseded. */
+ * those a restore superseded; with @ret_left, the one it says it
+ * replaced, when listed (a restore that did not end: NULL if none). */
 static int find_by_label(struct osbfs *fs, const char *key, const char *value,
-			 char **ret_id, size_t *ret_count, char *msg,
-			 size_t msg_size)
+			 char **ret_id, char **ret_left, size_t *ret_count,
+			 char *msg, size_t msg_size)
 {
 	struct osb_kvlist md = { 0 };
 	struct osb_sandbox_list l;
@@ -282,6 +283,11 @@ static int find_by_label(struct osbfs *fs, const char *key, const char *value,
 	}
 	if (best)
 		*ret_id = strdup(best->id);
+	const char *from =
+		best ? osb_kvlist_get(&best->metadata, RESTORED_FROM) : NULL;
+	for (size_t i = 0; ret_left && from && i < l.n; i++)
+		if (strcmp(l.items[i].id, from) == 0)
+			*ret_left = strdup(from);
 	osb_sandbox_list_release(&l);
 	return 0;
 }
@@ -303,7 +309,7 @@ static int oldest_settled(struct osbfs *fs, const char *key, const char *value,
 	for (;;) {
 		free(*ret_id);
 		*ret_id = NULL;
-		rc = find_by_label(fs, key, value, ret_id, &count, msg,
+		rc = find_by_label(fs, key, value, ret_id, NULL, &count, msg,
 				   msg_size);
 		if (rc || mono_ms() >= until)
 			return rc;
@@ -361,9 +367,20 @@ static int by_name(struct osbfs *fs, char **ret_id, bool *ret_found, char *msg,
 	bool unsure;
 
 	/* the name is a valid label value (options.c) */
-	int rc = find_by_label(fs, "name", fs->opt->name, &id, &count, msg,
-			       msg_size);
+	char *left = NULL;
+	int rc = find_by_label(fs, "name", fs->opt->name, &id, &left, &count,
+			       msg, msg_size);
 	*ret_found = id != NULL;
+	if (!rc && left && !fs->opt->restore_keeps) {
+		/* a restore whose daemon ended before it deleted the sandbox
+		 * it left: done now */
+		log_info("sandbox %s named %s was restored into %s: deleting "
+			 "it, as that restore would have",
+			 left, fs->opt->name, id);
+		if (osb_sandbox_delete(fs->client, left, &err) != 0)
+			log_warn("sandbox %s is left: %s", left, err.message);
+	}
+	free(left);
 	if (rc || id) {
 		*ret_id = id;
 		return rc;

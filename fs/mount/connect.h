@@ -23,8 +23,10 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 		    bool *ret_created, char *msg, size_t msg_size);
 
 /* The labels of a sandbox a restore made: the id of the sandbox it
- * replaced (a mount by name= takes it over that one), and a random
- * token that tells whether a create whose answer was lost made it. */
+ * replaced (a mount by name= takes it over that one, and deletes that
+ * one unless restore_keeps: the restore's daemon ended before it did),
+ * and a random token that tells whether a create whose answer was lost
+ * made it. */
 #define RESTORED_FROM "osbfs-restored-from"
 #define RESTORE_TOKEN "osbfs-restore"
 
