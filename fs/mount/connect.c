@@ -285,9 +285,12 @@ static int find_by_label(struct osbfs *fs, const char *key, const char *value,
 		*ret_id = strdup(best->id);
 	const char *from =
 		best ? osb_kvlist_get(&best->metadata, RESTORED_FROM) : NULL;
-	for (size_t i = 0; ret_left && from && i < l.n; i++)
-		if (strcmp(l.items[i].id, from) == 0)
+	for (size_t i = 0; ret_left && from && i < l.n; i++) {
+		if (strcmp(l.items[i].id, from) == 0) {
 			*ret_left = strdup(from);
+			break;
+		}
+	}
 	osb_sandbox_list_release(&l);
 	return 0;
 }
