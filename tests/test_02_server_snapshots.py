@@ -250,6 +250,76 @@ def test_restore_has_the_snapshot_files(server, make_sandbox, cleanup_sandboxes)
     assert server.request("DELETE", "/v1/snapshots/" + snap["id"])[0] == 204
 
 
+def snap_files(srv, snap_id, *path):
+    return os.path.join(srv.data_dir, "snapshots", snap_id, "files", *path)
+
+
+def shared_with(srv, a, b):
+    """The files of snapshot @b's /workspace that are snapshot @a's own
+    inodes (hard links), and those that are not."""
+    top = snap_files(srv, b, "workspace")
+    same, other = set(), set()
+    for d, _, files in os.walk(top):
+        for n in files:
+            rel = os.path.relpath(os.path.join(d, n), top)
+            s = os.lstat(os.path.join(d, n))
+            if not stat.S_ISREG(s.st_mode):
+                continue
+            try:
+                shared = os.lstat(snap_files(srv, a, "workspace", rel)).st_ino == s.st_ino
+            except FileNotFoundError:
+                shared = False
+            (same if shared else other).add(rel)
+    return same, other
+
+
+def test_snapshots_share_unchanged_files(server, make_sandbox, cleanup_sandboxes):
+    src = make_sandbox()
+    root = rootfs(server, src)
+    make_tree(root)
+    ws = os.path.join(root, "workspace")
+    want_a = manifest(ws)
+    a = snapshot(server, src)["id"]
+
+    # after A: a write in place of the same size, a chmod, a new file, a
+    # removed one; a second snapshot shares the rest with A
+    with open(os.path.join(ws, "tree", "d03", "f003"), "r+b") as f:
+        f.write(b"AGAIN")
+    os.chmod(os.path.join(ws, "tree", "d04", "f004"), 0o640)
+    with open(os.path.join(ws, "tree", "new"), "wb") as f:
+        f.write(b"new")
+    os.unlink(os.path.join(ws, "tree", "d05", "f005"))
+    want_b = manifest(ws)
+    b = snapshot(server, src)["id"]
+    same, other = shared_with(server, a, b)
+    changed = {"tree/d03/f003", "tree/d04/f004", "tree/new"}
+    assert other == changed and len(same) == 301 - 1 - 2  # 300 and a hard link, - f005, - 2 changed
+    assert manifest(snap_files(server, a, "workspace")) == want_a
+    assert manifest(snap_files(server, b, "workspace")) == want_b
+
+    # a sandbox restored from B writes in place: neither snapshot changes;
+    # its own snapshot shares what it did not change with B
+    c = restore(server, b)
+    cleanup_sandboxes.append(c)
+    croot = rootfs(server, c)
+    with open(os.path.join(croot, "workspace", "tree", "d06", "f006"), "r+b") as f:
+        f.write(b"IN C")
+    assert manifest(snap_files(server, a, "workspace")) == want_a
+    assert manifest(snap_files(server, b, "workspace")) == want_b
+    want_d = manifest(os.path.join(croot, "workspace"))
+    d = snapshot(server, c)["id"]
+    same, other = shared_with(server, b, d)
+    assert other == {"tree/d06/f006"} and len(same) == 300
+    assert manifest(snap_files(server, d, "workspace")) == want_d
+
+    # the snapshot shared with is gone: the next one copies
+    assert server.request("DELETE", "/v1/snapshots/" + d)[0] == 204
+    e = snapshot(server, c)["id"]
+    assert manifest(snap_files(server, e, "workspace")) == want_d
+    for s in (a, b, e):
+        assert server.request("DELETE", "/v1/snapshots/" + s)[0] == 204
+
+
 def test_snapshots_persist_over_restart(make_server):
     s = make_server()
     sid = s.create_sandbox()
@@ -267,3 +337,7 @@ def test_snapshots_persist_over_restart(make_server):
     dst = restore(s, ready["id"])
     with open(os.path.join(rootfs(s, dst), "workspace", "kept"), "rb") as f:
         assert f.read() == b"kept over a restart\n"
+    # what a snapshot shares with the last one is known after a restart
+    again = snapshot(s, sid)
+    assert os.lstat(snap_files(s, again["id"], "workspace", "kept")).st_ino == \
+        os.lstat(snap_files(s, ready["id"], "workspace", "kept")).st_ino

@@ -23,7 +23,9 @@
 #define PAGES_MAX 50
 /* how old the table may be when info is read */
 #define INFO_REFRESH_MS 1000
-/* wait: the pauses between two questions grow to this */
+/* wait: the pauses between two questions start at this (a local
+ * capture takes a few hundred ms) and grow by half to the next */
+#define WAIT_PAUSE_FIRST_MS 50
 #define WAIT_PAUSE_MAX_MS 1000
 #define WAIT_SLICE_MS 50
 
@@ -519,7 +521,7 @@ void snaps_wait(struct snaps *s, uint64_t serial, fuse_req_t req, size_t size,
 		off_t off)
 {
 	struct text t = { 0 };
-	long pause = 100;
+	long pause = WAIT_PAUSE_FIRST_MS;
 	bool logged = false;
 	int err = 0;
 
@@ -536,8 +538,9 @@ void snaps_wait(struct snaps *s, uint64_t serial, fuse_req_t req, size_t size,
 			err = EINTR;
 			break;
 		}
-		pause = pause * 2 > WAIT_PAUSE_MAX_MS ? WAIT_PAUSE_MAX_MS :
-							pause * 2;
+		pause = pause + pause / 2 > WAIT_PAUSE_MAX_MS ?
+				WAIT_PAUSE_MAX_MS :
+				pause + pause / 2;
 		if (wait_ask(s, serial, &logged) == -ENOENT) {
 			err = ENOENT;
 			break;

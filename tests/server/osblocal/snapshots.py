@@ -9,12 +9,23 @@ else of a sandbox differs from a fresh one.  /tmp is kept, as a container
 commit keeps it (it is no tmpfs in a container either).
 
 Layout: DATA/snapshots/<id>/record.json (written atomically on every
-change) and DATA/snapshots/<id>/files/ (a copy made with
-`cp -a --reflink=auto`: modes, owners, times, symlinks, special bits,
-hard links within the tree, xattrs and the overlays' whiteouts survive;
-blocks are shared where the filesystem can).  Files are never hard-linked
+change) and DATA/snapshots/<id>/files/ (a copy as `cp -a` makes it:
+modes, owners, times, symlinks, special bits, hard links within the tree,
+xattrs and the overlays' whiteouts survive; snapcopy.py).  The copy goes
+to files.partial and is renamed when complete.
+
+Sharing (snapcopy.py).  A snapshot's files are never written, so a file
+two snapshots hold alike is one inode, hard-linked: a sandbox's
+DATA/sandboxes/<id>/snapbase.json names the snapshot it last shared files
+with (its last snapshot, or the one it was restored from) and, for each of
+its regular files, its inode and ctime then and that snapshot's inode; a
+capture links that inode for each file whose inode and ctime are the same
+(not changed since) and copies the others.  A snapshot of a sandbox that
+changed little since its last one, or since its restore, is thus a walk
+and links (the bench tree: some 0.2 s, against 0.3 s to 1.5 s for a copy
+on a busy disk); a first snapshot is a copy.  Files are never hard-linked
 between a sandbox and a snapshot: a write in place on one would change the
-other.  The copy goes to files.partial and is renamed when complete.
+other (a restore copies; snapbase.json records the copy's inodes).
 
 States: Creating -> Ready, or Failed (reason snapshot_capture_failed and
 the cause); Deleting while its files go.  Capture runs in a thread of its
@@ -33,11 +44,11 @@ makes the next captures fail.
 import json
 import os
 import shutil
-import subprocess
 import threading
 import time
 
 from .sandboxfs import WRITABLE_TOP, empty_trash
+from .snapcopy import after, copy_tree
 from .util import atomic_write_json, uuid_id
 
 REASONS = {
@@ -69,13 +80,22 @@ def _trees(fs):
     return out
 
 
-def _copy(src, dst):
-    """cp -a of directory @src as @dst (into it when it exists); raises
-    OSError with cp's message."""
-    p = subprocess.run(["cp", "-a", "--reflink=auto", "-T", "--", src, dst],
-                       stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise OSError("cp: %s" % (p.stderr.strip() or "exit %d" % p.returncode))
+KNOWN = "snapbase.json"  # in a sandbox's directory: what its last snapshot shares
+
+
+def _read_known(fs):
+    """(snapshot id, {tree: {path: (inode, ctime, inode in the snapshot)}})
+    recorded by the sandbox's last capture or its restore; (None, {})."""
+    try:
+        with open(os.path.join(fs.base, KNOWN)) as f:
+            k = json.load(f)
+        return k["snapshot"], {t: {r[0]: tuple(r[1:]) for r in rows} for t, rows in k["trees"].items()}
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None, {}
+
+
+def _write_known(fs, snap_id, trees):
+    atomic_write_json(os.path.join(fs.base, KNOWN), {"snapshot": snap_id, "trees": trees})
 
 
 class Snapshots:
@@ -209,11 +229,14 @@ class Snapshots:
             if snap_id not in self.recs:
                 raise not_found(snap_id)
             files = os.path.join(self._dir(snap_id), "files")
+            trees = {}
             for name, dst in _trees(fs):
                 src = os.path.join(files, name)
                 if os.path.isdir(src):
                     os.makedirs(dst, exist_ok=True)
-                    _copy(src, dst)
+                    trees[name] = [(r[0], r[3], r[4], r[1]) for r in copy_tree(src, dst, into=True)]
+        after(r[2] for rows in trees.values() for r in rows)
+        _write_known(fs, snap_id, trees)
 
     # -- capture ------------------------------------------------------------------
 
@@ -234,9 +257,21 @@ class Snapshots:
         with self.lock:
             self._set_state(rec, "Ready")
 
+    def _base(self, sb):
+        """The files of the Ready snapshot @sb last shared files with, and
+        what it shares; (None, {})."""
+        base_id, known = _read_known(sb.fs)
+        with self.lock:
+            rec = self.recs.get(base_id) if base_id else None
+            if rec is None or rec["state"] != "Ready":
+                return None, {}
+        return os.path.join(self._dir(base_id), "files"), known
+
     def _copy_sandbox(self, sb, snap_id):
         part = os.path.join(self._dir(snap_id), "files.partial")
         os.makedirs(part)
+        base, known = self._base(sb)
+        trees = {}
         with sb.lock:  # neither paused nor deleted meanwhile
             if sb.deleted or sb.state != "Running":
                 raise OSError("sandbox %s is no longer running" % sb.id)
@@ -244,10 +279,16 @@ class Snapshots:
             try:
                 for name, src in _trees(sb.fs):
                     if os.path.isdir(src) and not os.path.islink(src):
-                        _copy(src, os.path.join(part, name))
+                        out = copy_tree(src, os.path.join(part, name), base and os.path.join(base, name),
+                                        known.get(name))
+                        trees[name] = [r[:4] for r in out]
+                after(r[2] for rows in trees.values() for r in rows)
             finally:
                 sb.freeze(False)
         os.rename(part, os.path.join(self._dir(snap_id), "files"))
+        with sb.lock:
+            if not sb.deleted:
+                _write_known(sb.fs, snap_id, trees)
 
     def _remove_files(self, snap_id):
         d = self._dir(snap_id)
