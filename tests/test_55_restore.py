@@ -19,6 +19,7 @@ import time
 import pytest
 
 from jobhelp import expect_errno, last_error, read, start, status, wait, write
+from mounthelp import cache_used
 from osbtest import wait_until
 from osbtest import ROOT
 from snaphelp import MTIME_NS, fill, tree, uniq
@@ -196,6 +197,47 @@ def test_restore_while_a_job_runs(server, snaps, make_mount):
     assert sorted(os.listdir(m.p())) == ["kept.txt"]
     assert jid not in os.listdir(m.p(".osb", "jobs"))
     assert info(m)["jobs"]["running"] == 0
+
+
+def test_cached_content_goes_after_the_restore(server, snaps, make_mount):
+    """What the mount cached of the old sandbox is let go at the restore
+    and emptied from the cache dir after it: no byte of it is read for the
+    snapshot's files, which have the same sizes and mtimes; a file written
+    at once after the restore reads back as written."""
+    m = make_mount()
+    snaps["sandboxes"].append(m.sandbox_id)
+    os.makedirs(m.p("d"))
+    n, size = 200, 4000
+    names = [m.p("d", "f%03d" % i) for i in range(n)]
+
+    def fill_with(letter):
+        for i, p in enumerate(names):
+            with open(p, "wb") as f:
+                f.write(b"%s%03d" % (letter, i) * (size // 4))
+            os.utime(p, ns=(MTIME_NS, MTIME_NS))
+
+    fill_with(b"A")
+    cp = uniq("lazy")
+    snaps["snaps"].append(checkpoint(m, cp))
+    fill_with(b"B")
+    write(m.p(".osb", "ctl"), "sync\n")
+    for i, p in enumerate(names):
+        with open(p, "rb") as f:
+            assert f.read(4) == b"B%03d" % i
+    assert cache_used(m, data_only=True) >= n * size
+
+    restore(m, cp)
+    new = info(m)["sandbox_id"]
+    snaps["sandboxes"].append(new)
+    with open(names[7], "wb") as f:
+        f.write(b"new")
+    wait_until(lambda: cache_used(m, data_only=True) < 64 * 1024, 30,
+               "the old sandbox's cached content to be emptied")
+    for i, p in enumerate(names):
+        with open(p, "rb") as f:
+            assert f.read() == (b"new" if i == 7 else b"A%03d" % i * (size // 4)), p
+    write(m.p(".osb", "ctl"), "sync\n")
+    assert server.read_file(new, m.spath("d/f007")) == b"new"
 
 
 def test_unknown_snapshot(server, make_mount):

@@ -9,10 +9,14 @@
  * mount moved, under fs->path_lock held for writing, so no upload batch
  * is under way: the sandbox handle is switched in place (every thread
  * holding it reaches the new sandbox from its next call), the cache slot
- * is renamed after the new id, and every cache is dropped. The feed, the
- * jobs' monitor and the code runs, which follow the old sandbox, are
- * stopped before and started again after. A failure before the switch
- * leaves the mount on the old sandbox as it was, and deletes the new one.
+ * is renamed after the new id, and every cache is dropped: in memory
+ * only, the cache files of clean content emptied after the write returned
+ * (cache_stale.c). The feed, the jobs' monitor and the code runs, which
+ * follow the old sandbox, are stopped before and started again after;
+ * the feed is asked to stop before the new sandbox is made, as its stream
+ * takes up to a second to end. A failure before the switch leaves the
+ * mount on the old sandbox as it was (its feed started again), and
+ * deletes the new one.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -163,6 +167,11 @@ int ctl_restore(struct ctl *c, const char *ref, bool force, char *msg,
 			 running == 1 ? "it" : "them");
 		rc = -EBUSY;
 	}
+	/* the feed follows the old sandbox: its stop, which takes a while,
+	 * goes on while the new one is made (move() waits for its end) */
+	bool stopping = !rc;
+	if (stopping)
+		feed_stop_begin(fs);
 	/* nothing written is lost, whatever comes after */
 	if (!rc)
 		rc = ctl_sync(fs, why, sizeof(why));
@@ -182,6 +191,11 @@ int ctl_restore(struct ctl *c, const char *ref, bool force, char *msg,
 			log_error("restore: sandbox %s, made for it, is left: "
 				  "%s",
 				  id, err.message);
+	} else if (stopping) {
+		/* the mount stays: so does its feed (move() restarts it) */
+		feed_stop(fs);
+		if (feed_restart(fs))
+			log_error("cannot start the change feed again");
 	}
 	if (rc) {
 		snprintf(msg, msg_size,

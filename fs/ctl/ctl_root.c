@@ -289,6 +289,7 @@ static int run_verb(struct ctl *c, const struct ctl_verb *v)
 		/* the files' content too (a job's end keeps it: the next
 		 * open compares the file's size, mtime and ctime) */
 		cache_drop_clean(fs->cache);
+		cache_sweep_wait(fs->cache);
 		snaps_forget_age(c->snaps);
 		/* and the kernel's, before the write returns: a stat just
 		 * after was answered from what it still held */

@@ -32,9 +32,9 @@
  * changed while it walked (after a stamp taken before), inotifywait is
  * started again, up to five times in about 3 s, then the command polls.
  * The same gap is left, far shorter, when a new directory is walked: a
- * directory made inside it between its reading and its watch. When the queue overflows or inotifywait
- * dies, events may be lost: the command prints "* lost" (every cache
- * goes), takes a stamp before it, and polls from then on.
+ * directory made inside it between its reading and its watch. When the queue
+ * overflows or inotifywait dies, events may be lost: the command prints "*
+ * lost" (every cache goes), takes a stamp before it, and polls from then on.
  *
  * Its lines:
  *   R            ready: its first stamp is taken
@@ -725,7 +725,7 @@ int feed_start(struct osbfs *fs)
 	return 0;
 }
 
-void feed_stop(struct osbfs *fs)
+void feed_stop_begin(struct osbfs *fs)
 {
 	struct feed *f = fs->feed;
 	if (!f || !f->started)
@@ -735,6 +735,14 @@ void feed_stop(struct osbfs *fs)
 	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&f->lock);
 	atomic_store(&f->cancel, 1);
+}
+
+void feed_stop(struct osbfs *fs)
+{
+	struct feed *f = fs->feed;
+	if (!f || !f->started)
+		return;
+	feed_stop_begin(fs);
 	pthread_join(f->thread, NULL);
 	f->started = false;
 	set_live(fs, 0, 0);

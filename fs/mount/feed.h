@@ -21,6 +21,10 @@ int feed_init(struct osbfs *fs);
 int feed_start(struct osbfs *fs);
 /* Stops the thread and the command in the sandbox. */
 void feed_stop(struct osbfs *fs);
+/* Asks the feed to stop and returns at once: its command's stream is
+ * cancelled, which takes up to a second (a restore asks before it makes
+ * the new sandbox); feed_stop() then waits for the end. */
+void feed_stop_begin(struct osbfs *fs);
 void feed_release(struct osbfs *fs);
 /* feed_start() after a feed_stop(): the mount moved to another sandbox
  * (a restore), where the command runs anew. */

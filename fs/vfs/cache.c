@@ -104,6 +104,8 @@ static int init(struct cache *c, const char *cache_dir, const char *sandbox_id,
 
 	c->dir_fd = c->files_fd = c->journal_fd = -1;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->stale_lock, NULL);
+	c->sweeper_joined = true;
 	pthread_cond_init(&c->changed, NULL);
 	c->max_size = max_size;
 	snprintf(path, sizeof(path), "%s/%s", cache_dir, sandbox_id);
@@ -235,6 +237,7 @@ void cache_release(struct cache *c)
 {
 	if (!c)
 		return;
+	cache_sweep_stop(c);
 	/* what is left (files still dirty at exit) is freed in memory; its
 	 * data and journal record stay on disk for the next mount */
 	while (c->nall)
@@ -253,6 +256,7 @@ void cache_release(struct cache *c)
 		free(c->old_paths[i]);
 	free(c->old_paths);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->stale_lock);
 	pthread_cond_destroy(&c->changed);
 	free(c);
 }
@@ -384,11 +388,18 @@ void cache_detach(struct node *n, void *cache)
 	cache_unref(cache, cf);
 }
 
-int cache_fd(struct cache *c, const struct cfile *cf)
+int cache_fd(struct cache *c, struct cfile *cf)
 {
 	char name[17];
 	cache_id_name(cf->id, name);
-	int fd = openat(c->files_fd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	pthread_mutex_lock(&c->stale_lock);
+	int fd = openat(c->files_fd, name,
+			O_RDWR | O_CREAT | O_CLOEXEC |
+				(cf->stale_disk ? O_TRUNC : 0),
+			0600);
+	if (fd >= 0)
+		cf->stale_disk = false;
+	pthread_mutex_unlock(&c->stale_lock);
 	return fd < 0 ? -errno : fd;
 }
 
@@ -491,7 +502,7 @@ int cache_add_range(struct cache *c, struct cfile *cf, int64_t start,
 	return 0;
 }
 
-void cache_drop_content(struct cache *c, struct cfile *cf)
+void cache_forget_content(struct cache *c, struct cfile *cf)
 {
 	cf->complete = false;
 	cf->next = 0;
@@ -499,6 +510,11 @@ void cache_drop_content(struct cache *c, struct cfile *cf)
 	c->total_bytes -= cf->cached_bytes;
 	cf->cached_bytes = 0;
 	cf->size = 0;
+}
+
+void cache_drop_content(struct cache *c, struct cfile *cf)
+{
+	cache_forget_content(c, cf);
 	if (cf->fd >= 0)
 		ftruncate(cf->fd, 0);
 	else {

@@ -435,7 +435,12 @@ int cache_room_whole(struct cache *c, struct cfile *cf, char *msg,
  * Returns the bytes freed. Takes the node lock then the cache lock. */
 int64_t cache_evict(struct cache *c, int64_t need);
 /* Drops the content of every file that has no local changes (`.osb/ctl
- * invalidate`): at once, or at the last close of one that is open.
- * Unsaved data is never dropped. */
+ * invalidate`, a restore): at once, or at the last close of one that is
+ * open; in memory, their cache files emptied after by a thread
+ * (cache_stale.c). Unsaved data is never dropped. */
 void cache_drop_clean(struct cache *c);
+/* Returns once the cache files of content cache_drop_clean() let go are
+ * emptied (`invalidate`, whose user looks at the disk after); holds no
+ * lock meanwhile. */
+void cache_sweep_wait(struct cache *c);
 #endif /* OSBFS_CACHE_H */

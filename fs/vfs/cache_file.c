@@ -276,8 +276,12 @@ int cache_truncate(struct cache *c, struct cfile *cf, int64_t size, bool touch,
 	if (fd < 0)
 		return fd;
 	int rc = ftruncate(fd, size) < 0 ? -errno : 0;
-	close(fd);
 	pthread_mutex_lock(&c->lock);
+	/* dropped since the open: what it kept of the old bytes is not its
+	 * content (zeros, as a drop before the open gives) */
+	if (!rc && cache_unstale(c, cf, fd) && ftruncate(fd, size) < 0)
+		rc = -errno;
+	close(fd);
 	if (!rc) {
 		cf->size = size;
 		cf->complete = true;
@@ -434,6 +438,8 @@ int cache_fill(struct cache *c, struct cfile *cf, int64_t off, int64_t len,
 	pthread_mutex_lock(&cf->fetch_lock);
 	pthread_mutex_lock(&c->lock);
 	cf->fills++; /* not to be evicted meanwhile */
+	/* dropped since the open (cache_drop_clean): none of it is known */
+	cache_unstale(c, cf, fd);
 	/* every range must be of the version the cached bytes are of */
 	uint64_t version = cf->version;
 	int64_t size =

@@ -91,6 +91,10 @@ struct cfile {
 			     still here after it */
 	bool forget;      /* its clean content goes at the last close
 			     (cache_drop_clean) */
+	bool stale_disk;  /* its cache file still holds bytes that
+			     cache_drop_clean let go: emptied by the
+			     next cache_fd() or by the sweep
+			     (cache_stale.c); under stale_lock */
 
 	int fd;           /* open while opens > 0, else -1 */
 	unsigned opens;   /* open handles */
@@ -180,10 +184,25 @@ struct cache {
 	size_t nall, all_cap;
 	struct left lefts[CACHE_LEFT_MAX]; /* copies to remove (cache_left.c) */
 	size_t nlefts;
+	/* cache_stale.c: every stale_disk, and the emptying of a cache
+	 * file it marks (a leaf, taken after @lock when both are) */
+	pthread_mutex_t stale_lock;
+	pthread_t sweeper;   /* empties stale cache files; under @lock: */
+	bool sweeping;       /* it runs */
+	bool sweep_again;    /* a drop came while it ran: another pass */
+	bool sweeper_joined; /* no thread to join */
+	bool sweep_stop;     /* the release asks it to end */
 };
 
-/* An fd on the cache file for the caller (close it). */
-int cache_fd(struct cache *c, const struct cfile *cf);
+/* An fd on the cache file for the caller (close it); a stale one is
+ * emptied first (cache_stale.c). */
+int cache_fd(struct cache *c, struct cfile *cf);
+/* Under c->lock, by a caller that opened @fd on @cf's cache file before
+ * it took the lock and is about to add bytes: a cache file marked stale
+ * meanwhile is emptied now (cache_stale.c). */
+int cache_unstale(struct cache *c, struct cfile *cf, int fd);
+/* The release: the sweep ends (cache_stale.c). */
+void cache_sweep_stop(struct cache *c);
 /* Under c->lock: whether [off, off+len) is present (clipped to size). */
 bool cache_has(const struct cfile *cf, int64_t off, int64_t len);
 /* Adds a range present (c->lock held). */
@@ -191,6 +210,9 @@ int cache_add_range(struct cache *c, struct cfile *cf, int64_t start,
 		    int64_t end);
 /* Forgets the content (the sandbox's copy changed). c->lock held. */
 void cache_drop_content(struct cache *c, struct cfile *cf);
+/* The same in memory only: the cache file keeps the bytes (c->lock
+ * held; the caller marks it stale_disk, cache_stale.c). */
+void cache_forget_content(struct cache *c, struct cfile *cf);
 /* Before @need bytes are fetched into @cf (its cache file @fd, its
  * fetch_lock held) for a read of [@off, @off + @len): room within
  * cache_max_size, made by dropping clean content of files nobody has

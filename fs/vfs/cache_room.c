@@ -85,22 +85,6 @@ bool cache_room_made(struct cache *c, int err)
 	return cache_evict(c, INT64_MAX) > 0;
 }
 
-void cache_drop_clean(struct cache *c)
-{
-	pthread_mutex_lock(&c->lock);
-	for (size_t i = 0; i < c->nall; i++) {
-		struct cfile *cf = c->all[i];
-		if (cf->dirty || cf->m.dir ||
-		    (!cf->cached_bytes && !cf->complete))
-			continue;
-		if (cf->opens || cf->inflight || cf->fills)
-			cf->forget = true;
-		else
-			cache_drop_content(c, cf);
-	}
-	pthread_mutex_unlock(&c->lock);
-}
-
 int64_t cache_max_size(const struct cache *c)
 {
 	return c->max_size;
