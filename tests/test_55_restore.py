@@ -19,7 +19,7 @@ import time
 import pytest
 
 from jobhelp import expect_errno, last_error, read, start, status, wait, write
-from mounthelp import cache_used
+from mounthelp import OSBFS, cache_used, is_mounted
 from osbtest import wait_until
 from osbtest import ROOT
 from snaphelp import MTIME_NS, fill, tree, uniq
@@ -238,6 +238,40 @@ def test_cached_content_goes_after_the_restore(server, snaps, make_mount):
             assert f.read() == (b"new" if i == 7 else b"A%03d" % i * (size // 4)), p
     write(m.p(".osb", "ctl"), "sync\n")
     assert server.read_file(new, m.spath("d/f007")) == b"new"
+
+
+def mount_source(path):
+    """The source /proc/mounts gives the mount at @path ('#' and spaces
+    are written as \\ooo there)."""
+    def unescape(s):
+        return re.sub(r"\\([0-3][0-7]{2})", lambda m: chr(int(m.group(1), 8)), s)
+    with open("/proc/mounts") as f:
+        for line in f:
+            src, mnt = line.split()[:2]
+            if unescape(mnt) == os.path.realpath(path):
+                return unescape(src)
+    return None
+
+
+def test_proc_mounts_and_osbfs_u_after_a_restore(server, snaps, make_mount):
+    """A mount's source cannot change: /proc/mounts keeps the first
+    sandbox's id, while .osb/info names the one the mount is on; osbfs -u
+    (which reads .osb/info) unmounts it, what was written since sent to
+    the new sandbox."""
+    m, cp = checkpointed(make_mount, snaps, "a.txt")
+    old = m.sandbox_id
+    restore(m, cp)
+    new = info(m)["sandbox_id"]
+    snaps["sandboxes"].append(new)
+    assert new != old and info(m)["restored_from"] == old
+    assert mount_source(m.path) == "osbfs#%s:/workspace" % old
+    with open(m.p("b.txt"), "w") as f:
+        f.write("b\n")
+    r = subprocess.run([str(OSBFS), "-u", m.path], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert not is_mounted(m.path)
+    assert m.stop() == 0
+    assert server.read_file(new, m.spath("b.txt")) == b"b\n"
 
 
 def test_unknown_snapshot(server, make_mount):
