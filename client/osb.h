@@ -703,7 +703,8 @@ struct osb_tar_member {
 	mode_t mode; /* all of 07777: special bits too */
 	struct timespec mtime;
 	struct timespec atime; /* tv_nsec UTIME_OMIT: not in the archive */
-	const char *owner;     /* NULL = root */
+	const char *owner;     /* NULL = root; a name, or a number (an
+				  owner the sandbox has no name for) */
 	const char *group;
 };
 

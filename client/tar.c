@@ -3,7 +3,8 @@
  * travel in one upload and be unpacked with one `tar x` in the sandbox.
  *
  * Each member is a pax extended header (its path, times to the
- * nanosecond, owner and group names, all of any length) followed by a
+ * nanosecond, owner and group names, all of any length, or their
+ * numbers for an owner the sandbox has no name for) followed by a
  * ustar header and the data padded to 512-byte blocks. GNU tar and
  * busybox tar read it. Only regular files: directories and links go
  * through the API.
@@ -70,6 +71,24 @@ static void octal(char *field, size_t width, uint64_t v)
 		field[i] = (char)('0' + (v & 7));
 }
 
+/* The number an owner given as one stands for (the sandbox has no name
+ * for it: tar then takes the number), else -1. */
+static long long owner_number(const char *s)
+{
+	if (!s || !*s || strlen(s) > 10)
+		return -1;
+	for (const char *p = s; *p; p++)
+		if (*p < '0' || *p > '9')
+			return -1;
+	return strtoll(s, NULL, 10);
+}
+
+/* An id in its 8-byte field, or 0 when only the pax header can hold it. */
+static uint64_t id_field(long long id)
+{
+	return id > 0 && id < 07777777 ? (uint64_t)id : 0;
+}
+
 static int put_header(int out, const char *name, char type, int64_t size,
 		      mode_t mode, time_t mtime, const char *uname,
 		      const char *gname)
@@ -78,8 +97,9 @@ static int put_header(int out, const char *name, char type, int64_t size,
 	memset(&h, 0, sizeof(h));
 	snprintf(h.name, sizeof(h.name), "%s", name);
 	octal(h.mode, sizeof(h.mode), mode & 07777);
-	octal(h.uid, sizeof(h.uid), 0);
-	octal(h.gid, sizeof(h.gid), 0);
+	long long uid = owner_number(uname), gid = owner_number(gname);
+	octal(h.uid, sizeof(h.uid), id_field(uid));
+	octal(h.gid, sizeof(h.gid), id_field(gid));
 	/* sizes of 8 GiB and more are in the pax header */
 	octal(h.size, sizeof(h.size),
 	      size < 077777777777LL ? (uint64_t)size : 0);
@@ -87,8 +107,15 @@ static int put_header(int out, const char *name, char type, int64_t size,
 	h.typeflag = type;
 	memcpy(h.magic, "ustar", 6);
 	memcpy(h.version, "00", 2);
-	snprintf(h.uname, sizeof(h.uname), "%s", uname ? uname : "root");
-	snprintf(h.gname, sizeof(h.gname), "%s", gname ? gname : "root");
+	/* a number goes in the id field only: tar looks a name up first */
+	snprintf(h.uname, sizeof(h.uname), "%s",
+		 uid >= 0 ? "" :
+		 uname    ? uname :
+			    "root");
+	snprintf(h.gname, sizeof(h.gname), "%s",
+		 gid >= 0 ? "" :
+		 gname    ? gname :
+			    "root");
 	memset(h.chksum, ' ', sizeof(h.chksum));
 	unsigned sum = 0;
 	for (size_t i = 0; i < sizeof(h); i++)
@@ -113,9 +140,13 @@ int osb_tar_add(int out, const struct osb_tar_member *m)
 	if (!rc && m->atime.tv_nsec != UTIME_OMIT)
 		rc = pax_time(&pax, "atime", &m->atime);
 	if (!rc && m->owner)
-		rc = pax_record(&pax, "uname", m->owner);
+		rc = pax_record(&pax,
+				owner_number(m->owner) >= 0 ? "uid" : "uname",
+				m->owner);
 	if (!rc && m->group)
-		rc = pax_record(&pax, "gname", m->group);
+		rc = pax_record(&pax,
+				owner_number(m->group) >= 0 ? "gid" : "gname",
+				m->group);
 	if (!rc && m->size >= 077777777777LL) {
 		char v[24];
 		snprintf(v, sizeof(v), "%" PRId64, m->size);

@@ -174,11 +174,49 @@ static void test_gnu_tar(void)
 	CHECK(system(cmd) == 0, "cleanup");
 }
 
+/* An owner given as a number (the sandbox has no name for it) is the
+ * number to GNU tar, a name is a name. */
+static void test_numeric_owner(void)
+{
+	char dir[] = "/tmp/osb-tar-XXXXXX";
+	char cmd[512], path[300];
+	if (system("command -v tar >/dev/null 2>&1") != 0 || !mkdtemp(dir))
+		return;
+	snprintf(path, sizeof(path), "%s/a.tar", dir);
+	int out = open(path, O_CREAT | O_WRONLY, 0600);
+	CHECK(out >= 0, "%s", path);
+	const char *owners[2][2] = { { "1234", "4321" }, { "app", "staff" } };
+	const char *names[2] = { "/w/num", "/w/name" };
+	for (int i = 0; i < 2; i++) {
+		int fd = data_fd("x");
+		struct osb_tar_member m = { .path = names[i],
+					    .fd = fd,
+					    .size = 1,
+					    .mode = 0644,
+					    .mtime = { 1600000000, 0 },
+					    .atime = { 0, UTIME_OMIT },
+					    .owner = owners[i][0],
+					    .group = owners[i][1] };
+		CHECK(fd >= 0 && osb_tar_add(out, &m) == 0, "add %s", names[i]);
+		if (fd >= 0)
+			close(fd);
+	}
+	CHECK(osb_tar_finish(out) == 0, "finish");
+	close(out);
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && tar --numeric-owner -tvf a.tar | grep -q "
+		 "' 1234/4321 .* w/num$' && tar -tvf a.tar | grep -q "
+		 "' app/staff .* w/name$' && rm -rf %s",
+		 dir, dir);
+	CHECK(system(cmd) == 0, "%s", cmd);
+}
+
 int main(void)
 {
 	test_round_trip();
 	test_bad_pax();
 	test_gnu_tar();
+	test_numeric_owner();
 	if (failures)
 		fprintf(stderr, "%d failure(s)\n", failures);
 	return failures ? 1 : 0;

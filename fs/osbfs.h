@@ -21,6 +21,9 @@
  *      never held together); then the write-back's times_lock
  *      (writeback.c), held across a command setting directory times,
  *      taken under path_lock or alone
+ *      The owners' learn_lock (owners.c), held across the command that
+ *      reads the sandbox's user and group tables, is taken with none of
+ *      4 to 6 held, and takes only 7 under it.
  *   4. cf->fetch_lock (cache_i.h): one download into a file at a time;
  *      taken with neither 5 nor 6 held
  *   5. the node table's lock (node.h)
@@ -29,7 +32,8 @@
  *      lifecycle's (life.c), the server watch's (watch.c), the kernel
  *      notifier's queue (notify.c), the background puller's (pull.c),
  *      the change feed's (feed.c), the extended attributes' table's
- *      (xattr.c: only the log's is taken under it) and the log's (log.c)
+ *      (xattr.c: only the log's is taken under it), the owners' tables'
+ *      (owners.c) and the log's (log.c)
  *
  * js->lock and the locks 3 to 6 are never held together. Apart from 1
  * and 3, no lock is held across a request to the sandbox.
@@ -72,7 +76,9 @@ struct osbfs {
 	/* the user.* extended attributes the mount keeps (xattr.h) */
 	struct xattrs *xattrs;
 	struct feed *feed;
-	uid_t uid; /* owner shown for every file */
+	/* the sandbox's owners as local numbers (owners.h) */
+	struct owners *owners;
+	uid_t uid; /* the mount's user: the sandbox's root (owners.h) */
 	gid_t gid;
 
 	/* held for reading by an upload batch (its paths must not move),

@@ -237,7 +237,7 @@ def as_nobody(*args):
 def test_sticky_directory_keeps_other_users_from_removing_entries(server, make_mount, shared_dir):
     """Under allow_other the kernel checks the sticky bit: nobody may write
     into the 1777 directory, but not remove or rename what it does not
-    own (every file shows as the mount's user)."""
+    own (root's, who mounted it)."""
     m = make_mount(options=["allow_other"], workdir=shared_dir)
     os.mkdir(m.p("st"))
     os.chmod(m.p("st"), 0o1777)

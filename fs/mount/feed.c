@@ -143,7 +143,7 @@ static const char feed_body[] =
 	"$i 2>/dev/null; exit 143' TERM INT HUP\n"
 	"c=-cnewer\n"
 	"find \"$d/owner\" -cnewer \"$d/owner\" >/dev/null 2>&1 || c=-newer\n"
-	"F='%f %s %.9Y %.9Z %U %G'\n"
+	"F='%f %s %.9Y %.9Z %u %g'\n"
 	"export F\n"
 	"g=0\n"
 	"stat --printf \"$F\" -- \"$d/owner\" >/dev/null 2>&1 && g=1\n"

@@ -28,6 +28,7 @@
 #include "pull.h"
 #include "recover.h"
 #include "ops.h"
+#include "owners.h"
 #include "remote.h"
 #include "special.h"
 #include "umount.h"
@@ -273,6 +274,11 @@ int main(int argc, char **argv)
 		log_stderr("osbfs: %s", msg);
 		goto out;
 	}
+	rc = owners_init(&fs);
+	if (rc) {
+		log_stderr("osbfs: %s", strerror(-rc));
+		goto out;
+	}
 	fs.nodes.on_free = cache_detach;
 	fs.nodes.on_free_arg = fs.cache;
 	fs.nodes.root->attr.type = OSB_DIR;
@@ -399,6 +405,7 @@ out:
 	if (fs.nodes.by_ino)
 		node_table_release(&fs.nodes);
 	xattrs_close(fs.xattrs);
+	owners_free(&fs);
 	cache_release(fs.cache);
 	feed_release(&fs);
 	watch_release(&fs);

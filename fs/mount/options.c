@@ -552,6 +552,7 @@ int options_parse(struct osbfs_options *o, int argc, char **argv, char *msg,
 		free_pos(&ctx);
 		return 0;
 	}
+	o->allow_other = ctx.allow_other;
 	if (ctx.allow_other && !ctx.default_permissions &&
 	    fuse_opt_add_arg(&o->fuse_args, "-odefault_permissions") != 0) {
 		free_pos(&ctx);

@@ -75,6 +75,8 @@ struct osbfs_options {
 	bool unmount;
 
 	/* FUSE */
+	bool allow_other; /* given (it implies default_permissions): the
+			     owners shown are the sandbox's (owners.h) */
 	bool foreground;
 	bool debug;
 	bool singlethread;

@@ -86,7 +86,8 @@ struct cache_attr {
 	mode_t mode;
 	struct timespec mtime;
 	struct timespec atime;
-	struct timespec ctime; /* of the latest change made here */
+	struct timespec ctime;     /* of the latest change made here */
+	char owner[64], group[64]; /* as execd names them (owners.h) */
 };
 void cache_local_attr(struct cache *c, struct cfile *cf,
 		      struct cache_attr *ret);
@@ -284,6 +285,12 @@ ssize_t cache_write(struct cache *c, struct cfile *cf, const void *buf,
 /* Local changes of mode and times (the caller then calls
  * cache_dirty_meta()). */
 void cache_set_mode(struct cache *c, struct cfile *cf, mode_t mode);
+/* The owner and group (names or numbers, owners.h) the file is to have in
+ * the sandbox: sent with its next upload. @changed: a change here (its
+ * ctime moves; the caller then calls cache_dirty_meta()), else what the
+ * sandbox was just given. */
+void cache_set_owner(struct cache *c, struct cfile *cf, const char *owner,
+		     const char *group, bool changed);
 void cache_set_times(struct cache *c, struct cfile *cf,
 		     const struct timespec *mtime,
 		     const struct timespec *atime);

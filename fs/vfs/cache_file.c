@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,6 +62,8 @@ void cache_local_attr(struct cache *c, struct cfile *cf, struct cache_attr *ret)
 	ret->mtime = cf->m.mtime;
 	ret->atime = cf->m.times_set ? cf->m.atime : cf->m.mtime;
 	ret->ctime = fmeta_ctime(&cf->m);
+	memcpy(ret->owner, cf->m.owner, sizeof(ret->owner));
+	memcpy(ret->group, cf->m.group, sizeof(ret->group));
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -720,6 +723,17 @@ void cache_set_mode(struct cache *c, struct cfile *cf, mode_t mode)
 	clock_gettime(CLOCK_REALTIME, &cf->m.ctime);
 	if (mode & 07000 || !(mode & 0777))
 		cf->m.chmod_needed = true;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_set_owner(struct cache *c, struct cfile *cf, const char *owner,
+		     const char *group, bool changed)
+{
+	pthread_mutex_lock(&c->lock);
+	snprintf(cf->m.owner, sizeof(cf->m.owner), "%s", owner);
+	snprintf(cf->m.group, sizeof(cf->m.group), "%s", group);
+	if (changed)
+		clock_gettime(CLOCK_REALTIME, &cf->m.ctime);
 	pthread_mutex_unlock(&c->lock);
 }
 

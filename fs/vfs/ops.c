@@ -4,6 +4,7 @@
  * fetching, entries).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -166,8 +167,7 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 	 * "unknown" to find and fts, as on sshfs and btrfs; an orphan has
 	 * no name left */
 	st->st_nlink = n->unlinked ? 0 : 1;
-	st->st_uid = fs->uid;
-	st->st_gid = fs->gid;
+	owners_show(fs, a->owner, a->group, &st->st_uid, &st->st_gid);
 	st->st_size = a->size;
 	st->st_mtim = a->mtime;
 	st->st_atim = a->mtime;
@@ -177,6 +177,7 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 		struct cache_attr la;
 		cache_local_attr(fs->cache, n->cf, &la);
 		st->st_ctim = node_ctime_local(n, &la.ctime);
+		owners_show(fs, la.owner, la.group, &st->st_uid, &st->st_gid);
 		if (la.dir) {
 			/* made or given a mode here: the mode is ours, the
 			 * times follow its entries (dir_changed) */
@@ -760,6 +761,107 @@ static int do_times(struct osbfs *fs, struct held *h, const struct stat *attr,
 	return rc;
 }
 
+void ops_maker(fuse_req_t req, struct osbfs *fs, struct node *n, char *owner,
+	       char *group)
+{
+	owner[0] = group[0] = '\0';
+	if (!owners_on(fs))
+		return;
+	const struct fuse_ctx *who = fuse_req_ctx(req);
+	uid_t uid = who->uid;
+	gid_t gid = who->gid;
+	pthread_mutex_lock(&fs->nodes.lock);
+	if (n->parent) {
+		struct stat dir;
+		node_stat(fs, n->parent, &dir);
+		if (dir.st_mode & S_ISGID)
+			gid = dir.st_gid;
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (uid != fs->uid || gid != fs->gid)
+		owners_names(fs, uid, gid, owner, group);
+}
+
+/*
+ * chown(2). Where the owners shown are the sandbox's (owners.h), the
+ * sandbox's file gets the owner asked: with the upload of what is not
+ * there yet, else by a command. The kernel checked who may (allow_other
+ * implies default_permissions); without allow_other only the mount's
+ * user reaches here, who is root then. Elsewhere every file is the
+ * mount's user's, and that is all it may be given.
+ */
+static int do_chown(struct osbfs *fs, fuse_req_t req, struct held *h,
+		    const struct stat *attr, int to_set)
+{
+	bool set_uid = to_set & FUSE_SET_ATTR_UID,
+	     set_gid = to_set & FUSE_SET_ATTR_GID;
+	if (!owners_on(fs))
+		return (set_uid && attr->st_uid != fs->uid) ||
+				       (set_gid && attr->st_gid != fs->gid) ?
+			       -EPERM :
+			       0;
+	struct fattr a;
+	int rc = node_attr_bits(fs, h, &a);
+	if (rc)
+		return rc;
+	struct stat now;
+	pthread_mutex_lock(&fs->nodes.lock);
+	node_stat(fs, h->n, &now);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	uid_t uid = set_uid ? attr->st_uid : now.st_uid;
+	gid_t gid = set_gid ? attr->st_gid : now.st_gid;
+	if (uid == now.st_uid && gid == now.st_gid)
+		return 0;
+	if (uid != now.st_uid && fuse_req_ctx(req)->uid != 0)
+		return -EPERM; /* what the kernel says too */
+	char owner[OWNERS_NAME_MAX], group[OWNERS_NAME_MAX];
+	owners_names(fs, uid, gid, owner, group);
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct cfile *cf = h->n->cf;
+	bool local = node_has_local(fs, h->n);
+	if (local || !h->path) {
+		if (cf)
+			cache_set_owner(fs->cache, cf, owner, group, true);
+		snprintf(h->n->attr.owner, sizeof(h->n->attr.owner), "%s",
+			 owner);
+		snprintf(h->n->attr.group, sizeof(h->n->attr.group), "%s",
+			 group);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!h->path)
+		return 0; /* an orphan: only what is shown */
+	if (local) {
+		rc = file_changed(fs, h, cf, true);
+		if (!rc && cache_is_dir(fs->cache, cf))
+			wb_schedule(fs, cf, fs->opt->writeback_delay_ms);
+		return rc;
+	}
+	rc = remote_chown(fs, h->path, owner, group, a.type == OSB_SYMLINK);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&fs->nodes.lock);
+	snprintf(h->n->attr.owner, sizeof(h->n->attr.owner), "%s", owner);
+	snprintf(h->n->attr.group, sizeof(h->n->attr.group), "%s", group);
+	if (h->n->cf)
+		cache_set_owner(fs->cache, h->n->cf, owner, group, false);
+	/* Linux clears setuid, and setgid with group execute, of a file
+	 * given another owner, root's chown too */
+	mode_t m = h->n->attr.mode;
+	if (a.type == OSB_FILE) {
+		m &= ~(mode_t)S_ISUID;
+		if (m & S_IXGRP)
+			m &= ~(mode_t)S_ISGID;
+	}
+	if (m != h->n->attr.mode) {
+		h->n->attr.mode = m;
+		special_set(h->n, m);
+	}
+	node_changed_here(fs, h->n, NULL);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return 0;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
@@ -778,13 +880,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
-		/* every file shows as the mount's user; changing that is
-		 * not something the sandbox's names can express */
-		if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != fs->uid) ||
-		    ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != fs->gid))
-			rc = -EPERM;
-	}
+	/* the owner first: a mode the kernel sends with it (setuid
+	 * cleared) is set after it */
+	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+		rc = do_chown(fs, req, &h, attr, to_set);
 	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
 		rc = do_truncate(fs, &h, attr->st_size);
 	if (!rc && (to_set & FUSE_SET_ATTR_MODE))

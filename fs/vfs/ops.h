@@ -16,6 +16,7 @@
 #define OSBFS_OPS_H
 
 #include "osbfs.h"
+#include "owners.h"
 #include "remote.h"
 
 /* The operation table (ops.c fills its part, then the others'). */
@@ -153,6 +154,14 @@ void node_changed_here(struct osbfs *fs, struct node *n,
  * reading it as an orphan. Best effort: what cannot be fetched reads as
  * EIO later. */
 void file_keep_for_readers(struct osbfs *fs, struct held *h);
+
+/* The owner and group new node @n made by the caller of @req is to have,
+ * as the sandbox is to name them (owners.h): the caller's, or in a
+ * setgid directory the directory's group, as Linux does; "" for the
+ * mount's user (root's there, what execd gives anyway). May read the
+ * sandbox's tables: no lock held. */
+void ops_maker(fuse_req_t req, struct osbfs *fs, struct node *n, char *owner,
+	       char *group);
 
 /* Drops every cache, also the kernel's (from a thread that is not
  * serving a request). */

@@ -502,8 +502,11 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		a.mode = mode & 07777;
 		clock_gettime(CLOCK_REALTIME, &a.mtime);
 		a.ctime = a.mtime;
+		ops_maker(req, fs, h.n, a.owner, a.group);
 		pthread_mutex_lock(&fs->nodes.lock);
 		cf = cache_dir_changed(fs->cache, h.n, NULL, mode);
+		if (cf && (a.owner[0] || a.group[0]))
+			cache_set_owner(fs->cache, cf, a.owner, a.group, false);
 		if (cf) {
 			node_set_attr(h.n, &a,
 				      mono_ms() + fs->opt->attr_timeout_ms);
@@ -894,10 +897,18 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		rc = parent_made(fs, &h);
 	if (!rc)
 		rc = lefts_clear(fs, h.path);
+	char owner[OWNERS_NAME_MAX], group[OWNERS_NAME_MAX];
+	if (!rc)
+		ops_maker(req, fs, h.n, owner, group);
 	if (!rc)
 		rc = remote_symlink(fs, link, h.path);
+	/* the command made it root's: its maker's it is */
+	if (!rc && (owner[0] || group[0]))
+		rc = remote_chown(fs, h.path, owner, group, true);
 	if (!rc) {
 		memset(&a, 0, sizeof(a));
+		memcpy(a.owner, owner, sizeof(a.owner));
+		memcpy(a.group, group, sizeof(a.group));
 		a.type = OSB_SYMLINK;
 		a.size = (int64_t)strlen(link);
 		a.mode = 0777;

@@ -369,8 +369,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * held when it returns, whatever it returns (held_put() takes a failed
  * one too); on success *ret_cf is open for writing.
  */
-static int create_here(struct osbfs *fs, fuse_ino_t parent, const char *name,
-		       mode_t mode, int flags, struct held *h,
+static int create_here(fuse_req_t req, struct osbfs *fs, fuse_ino_t parent,
+		       const char *name, mode_t mode, int flags, struct held *h,
 		       struct cfile **ret_cf, uint64_t *ret_version)
 {
 	struct fattr a;
@@ -396,6 +396,12 @@ static int create_here(struct osbfs *fs, fuse_ino_t parent, const char *name,
 		return -EEXIST;
 	if (existed && a.type == OSB_DIR)
 		return -EISDIR;
+	/* a new file is its maker's; one there keeps its owner */
+	char owner[OWNERS_NAME_MAX], group[OWNERS_NAME_MAX];
+	if (existed)
+		owner[0] = group[0] = '\0';
+	else
+		ops_maker(req, fs, h->n, owner, group);
 	pthread_mutex_lock(&fs->nodes.lock);
 	/* a missing name known without asking: a negative entry (a stat, or
 	 * a removal from here, just now) */
@@ -406,10 +412,14 @@ static int create_here(struct osbfs *fs, fuse_ino_t parent, const char *name,
 				 h->n->neg_expiry :
 				 now + fs->opt->negative_timeout_ms;
 	cf = cache_created(fs->cache, h->n, existed ? &a : NULL, mode, absent);
+	if (cf && (owner[0] || group[0]))
+		cache_set_owner(fs->cache, cf, owner, group, false);
 	if (cf) {
 		struct cache_attr la;
 		cache_local_attr(fs->cache, cf, &la);
 		memset(&h->n->attr, 0, sizeof(h->n->attr));
+		memcpy(h->n->attr.owner, la.owner, sizeof(h->n->attr.owner));
+		memcpy(h->n->attr.group, la.group, sizeof(h->n->attr.group));
 		h->n->attr.type = OSB_FILE;
 		h->n->attr.mode = la.mode;
 		h->n->attr.mtime = la.mtime;
@@ -454,8 +464,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 	}
 	struct fh *f = calloc(1, sizeof(*f));
-	int rc = f ? create_here(fs, parent, name, mode, fi->flags, &h, &cf,
-				 &f->version) :
+	int rc = f ? create_here(req, fs, parent, name, mode, fi->flags, &h,
+				 &cf, &f->version) :
 		     -ENOMEM;
 	if (rc) {
 		free(f);
@@ -533,7 +543,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	int rc = create_here(fs, parent, name, mode & 07777,
+	int rc = create_here(req, fs, parent, name, mode & 07777,
 			     O_CREAT | O_EXCL | O_WRONLY, &h, &cf, &version);
 	if (!rc) {
 		cache_close(fs->cache, cf, true);

@@ -13,6 +13,7 @@
 #include "hex.h"
 #include "life.h"
 #include "log.h"
+#include "owners.h"
 #include "remote.h"
 #include "watch.h"
 
@@ -383,8 +384,9 @@ int remote_parse_stat(const char *line, struct fattr *a)
 	return 0;
 }
 
-/* for shell_cmd's printf: %% is one % */
-#define STAT_FMT "'%%f %%s %%.9Y %%.9Z %%U %%G'"
+/* for shell_cmd's printf: %% is one %; owners as numbers (stat prints
+ * UNKNOWN for one without a name), which owners.h takes as execd's */
+#define STAT_FMT "'%%f %%s %%.9Y %%.9Z %%u %%g'"
 
 static int shell_stat(struct osbfs *fs, const char *path, struct fattr *ret)
 {
@@ -559,6 +561,7 @@ int remote_stat(struct osbfs *fs, const char *path, struct fattr *ret)
 		return fail(rc, &err, "stat", path);
 	fattr_from_stat(ret, &st);
 	osb_stat_release(&st);
+	owners_learn(fs, ret->owner, ret->group);
 	/* a rename left a copy there meanwhile */
 	return left_at(fs, path) ? -ENOENT : 0;
 }
@@ -570,7 +573,10 @@ int remote_stat_full(struct osbfs *fs, const char *path, struct fattr *ret)
 		return rc;
 	if (left_at(fs, path))
 		return -ENOENT;
-	return shell_stat(fs, path, ret);
+	rc = shell_stat(fs, path, ret);
+	if (!rc)
+		owners_learn(fs, ret->owner, ret->group);
+	return rc;
 }
 
 /*
@@ -667,6 +673,13 @@ const char *path_below(const char *dir, const char *path)
 	return path + n + 1;
 }
 
+/* The owners a listing names, known as numbers (owners.h). */
+static void learn_owners(struct osbfs *fs, const struct rdent *d, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		owners_learn(fs, d[i].attr.owner, d[i].attr.group);
+}
+
 int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
 		struct rdent **ret, size_t *ret_n, bool *ret_cut,
 		int *ret_depth)
@@ -689,6 +702,8 @@ int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
 		if (!rc)
 			drop_lefts(fs, dir, *ret, ret_n, &before);
 		cache_lefts_release(&before);
+		if (!rc)
+			learn_owners(fs, *ret, *ret_n);
 		return rc;
 	}
 	rc = remote_enter(fs);
@@ -733,6 +748,7 @@ int remote_walk(struct osbfs *fs, const char *dir, int depth, size_t max,
 	}
 	osb_stat_array_free(ents, n);
 	drop_lefts(fs, dir, d, &k, &before);
+	learn_owners(fs, d, k);
 	*ret = d;
 	*ret_n = k;
 	if (ret_cut)
@@ -813,6 +829,99 @@ static const char *name_or_null(const char *s)
 	return s && *s ? s : NULL;
 }
 
+/* Whether the file API can give a file owner @owner and group @group:
+ * it looks names up, so a number (an owner without a name in the
+ * sandbox) only a command sets (owners.h). */
+static bool api_owner(const char *owner, const char *group)
+{
+	return !owners_numeric(owner) && !owners_numeric(group);
+}
+
+/* One line of a chown script: @path (not followed when @nofollow) given
+ * @owner and @group ("" or NULL: root), names or numbers. */
+static int chown_line(FILE *m, const char *path, const char *owner,
+		      const char *group, bool nofollow)
+{
+	char *who = NULL;
+	if (asprintf(&who, "%s:%s", owner && *owner ? owner : "root",
+		     group && *group ? group : "root") < 0)
+		return -ENOMEM;
+	char *qw = osb_shell_quote(who), *qp = osb_shell_quote(path);
+	free(who);
+	if (qw && qp)
+		fprintf(m, "chown %s-- %s %s || e=1\n", nofollow ? "-h " : "",
+			qw, qp);
+	free(qw);
+	free(qp);
+	return qw && qp ? 0 : -ENOMEM;
+}
+
+/* chown of @n paths to their @owners and @groups in one command; with
+ * @nofollow, of symlinks themselves. */
+static int chown_many(struct osbfs *fs, const char *const *paths,
+		      const char *const *owners, const char *const *groups,
+		      size_t n, bool nofollow)
+{
+	char *script = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&script, &len);
+	if (!m)
+		return -ENOMEM;
+	int rc = 0;
+	fputs("e=0\n", m);
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = chown_line(m, paths[i], owners[i], groups[i], nofollow);
+	fputs("exit $e\n", m);
+	if (fclose(m) != 0 && !rc)
+		rc = -ENOMEM;
+	if (!rc && n)
+		rc = shell_do(fs, script, SHELL_IDEMPOTENT, "chown", paths[0],
+			      NULL);
+	free(script);
+	return rc;
+}
+
+int remote_chown(struct osbfs *fs, const char *path, const char *owner,
+		 const char *group, bool nofollow)
+{
+	int rc = path_check(path);
+	return rc ? rc : chown_many(fs, &path, &owner, &group, 1, nofollow);
+}
+
+static bool api_mode(const char *path, mode_t mode);
+
+/* After files @u or directories @d (@n of them) went by the file API:
+ * the owners it could not set (a number), or that the command making a
+ * directory with a mode it cannot carry did not, set by one command. */
+static int owners_after(struct osbfs *fs, size_t n, const struct rupload *u,
+			const struct rdir *d)
+{
+	const char **p = calloc(n ? n : 1, sizeof(char *));
+	const char **o = calloc(n ? n : 1, sizeof(char *));
+	const char **g = calloc(n ? n : 1, sizeof(char *));
+	int rc = p && o && g ? 0 : -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; !rc && i < n; i++) {
+		const char *path = u ? u[i].path : d[i].path;
+		const char *ow = u ? u[i].owner : d[i].owner;
+		const char *gr = u ? u[i].group : d[i].group;
+		bool cmd = d && !api_mode(d[i].path, d[i].mode) &&
+			   ((ow && *ow) || (gr && *gr));
+		if (!cmd && api_owner(ow, gr))
+			continue;
+		p[k] = path;
+		o[k] = ow;
+		g[k] = gr;
+		k++;
+	}
+	if (!rc && k)
+		rc = chown_many(fs, p, o, g, k, false);
+	free(p);
+	free(o);
+	free(g);
+	return rc;
+}
+
 int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n)
 {
 	struct osb_error err;
@@ -845,6 +954,8 @@ int remote_upload(struct osbfs *fs, const struct rupload *u, size_t n)
 			alias_drop(fs, aliases[i]);
 	free(aliases);
 	free(ups);
+	if (!rc)
+		rc = owners_after(fs, n, u, NULL);
 	return rc;
 }
 
@@ -1055,6 +1166,8 @@ int remote_dirs(struct osbfs *fs, const struct rdir *d, size_t n)
 			rc = fail(rc, &err, "mkdir", p[0].path);
 	}
 	free(p);
+	if (!rc)
+		rc = owners_after(fs, n, NULL, d);
 	return rc;
 }
 
@@ -1207,7 +1320,8 @@ int remote_chmod(struct osbfs *fs, const char *path, mode_t mode,
 	int rc = path_check(path);
 	if (rc)
 		return rc;
-	if (!api_mode(path, mode)) {
+	if (!api_mode(path, mode) || !api_owner(owner, group)) {
+		/* chmod alone: the owner stays */
 		char m[16];
 		snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
 		char *q = osb_shell_quote(path), *cmd = NULL;

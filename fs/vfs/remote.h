@@ -27,7 +27,8 @@ struct rdent {
 void rdent_array_free(struct rdent *d, size_t n);
 
 void fattr_from_stat(struct fattr *a, const struct osb_stat *st);
-/* One line of `stat -c '%f %s %.9Y %.9Z %U %G'` into @a: 0 or -EPROTO. */
+/* One line of `stat -c '%f %s %.9Y %.9Z %u %g'` into @a: 0 or -EPROTO
+ * (owners as numbers: owners.h). */
 int remote_parse_stat(const char *line, struct fattr *a);
 
 /* @path's part below directory @dir ("a/b"; "" for "@dir/"), or NULL if
@@ -113,6 +114,10 @@ int remote_rename(struct osbfs *fs, const char *src, const char *dst,
 		  bool replace, bool symlink);
 int remote_chmod(struct osbfs *fs, const char *path, mode_t mode,
 		 const char *owner, const char *group);
+/* chown of @path to @owner and @group (names or numbers, as execd
+ * reports them: owners.h), by command; @nofollow: a symlink itself. */
+int remote_chown(struct osbfs *fs, const char *path, const char *owner,
+		 const char *group, bool nofollow);
 
 struct rtimes {
 	const char *path;
