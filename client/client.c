@@ -273,6 +273,9 @@ void osb_sandbox_close(struct osb_sandbox *sb)
 	osb_endpoint_release(&sb->execd);
 	osb_endpoint_release(&sb->egress);
 	pthread_mutex_destroy(&sb->lock);
+	for (size_t i = 0; i < sb->n_old_ids; i++)
+		free(sb->old_ids[i]);
+	free(sb->old_ids);
 	free(sb->id);
 	free(sb);
 }
@@ -348,6 +351,42 @@ static int execd_take(struct osb_sandbox *sb, struct osb_endpoint *ep)
 	free(old);
 	free(now);
 	return moved;
+}
+
+int osb_sandbox_switch(struct osb_sandbox *sb, const char *id,
+		       struct osb_error *err)
+{
+	struct osb_endpoint ep;
+	int rc = osb_endpoint_get(sb->c, id, OSB_EXECD_PORT, &ep, err);
+	if (rc)
+		return rc;
+	char *nid = strdup(id);
+	pthread_mutex_lock(&sb->lock);
+	char **old =
+		nid ? realloc(sb->old_ids, (sb->n_old_ids + 1) * sizeof(*old)) :
+		      NULL;
+	if (old) {
+		sb->old_ids = old;
+		sb->old_ids[sb->n_old_ids++] = sb->id;
+		sb->id = nid;
+		/* another sandbox's address is no move of execd: taken
+		 * whole, the sidecar looked up again on its next use */
+		osb_endpoint_release(&sb->execd);
+		sb->execd = ep;
+		sb->execd_gen++;
+		if (sb->have_egress) {
+			osb_endpoint_release(&sb->egress);
+			sb->have_egress = false;
+		}
+		atomic_store(&sb->located_ms, 0);
+	}
+	pthread_mutex_unlock(&sb->lock);
+	if (old)
+		return 0;
+	free(nid);
+	osb_endpoint_release(&ep);
+	osb_error_set(err, 0, "", "out of memory");
+	return -ENOMEM;
 }
 
 int osb_sandbox_refresh(struct osb_sandbox *sb, struct osb_error *err)

@@ -514,6 +514,15 @@ const char *osb_sandbox_id(const struct osb_sandbox *sb);
  * meanwhile (osb_sandbox_locate()), so no pointer into the handle is
  * handed out. */
 char *osb_sandbox_execd_url(struct osb_sandbox *sb);
+/*
+ * osb_sandbox_switch() - the handle now names sandbox @id: its execd
+ * endpoint is looked up (one request), then every later call of any
+ * thread goes there; calls in flight end where they were sent. The
+ * strings osb_sandbox_id() gave before stay valid until the close. 0,
+ * or a negative errno (the handle unchanged) with @err filled.
+ */
+int osb_sandbox_switch(struct osb_sandbox *sb, const char *id,
+		       struct osb_error *err);
 /* Looks the endpoints up again (after a restart of the sandbox). */
 int osb_sandbox_refresh(struct osb_sandbox *sb, struct osb_error *err);
 /*

@@ -114,7 +114,12 @@ struct osb_client {
 
 struct osb_sandbox {
 	struct osb_client *c;
-	char *id;
+	/* the sandbox's id: moved by osb_sandbox_switch(), read by any
+	 * thread without the lock; the ids it had are kept until the close,
+	 * so a pointer read once stays valid */
+	char *_Atomic id;
+	char **old_ids; /* guarded by lock */
+	size_t n_old_ids;
 	pthread_mutex_t lock; /* guards the endpoints below */
 	struct osb_endpoint execd;
 	unsigned execd_gen; /* moves on when execd's endpoint changes */

@@ -63,7 +63,9 @@ struct osbfs {
 	struct osbfs_options *opt;
 	struct osb_client *client;
 	struct osb_sandbox *sb;
-	const char *sandbox_id;
+	/* the sandbox mounted: moved by a restore (restore.c), read by any
+	 * thread; every id it held stays valid until the unmount */
+	const char *_Atomic sandbox_id;
 	const char *root; /* DIR in the sandbox */
 	struct fuse_session *se;
 	struct node_table nodes;

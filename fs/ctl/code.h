@@ -36,6 +36,11 @@ int code_new(struct osbfs *fs, struct code **ret);
  * and waits for the threads that follow them; later runs are refused
  * with -ESHUTDOWN. Before the FUSE session ends. */
 void code_stop(struct code *cd);
+/* The mount moved to another sandbox (a restore): runs stop as at
+ * code_stop(), every context is forgotten (code/ lists none; a language
+ * opened again gets a context of the new sandbox), and runs are taken
+ * again. */
+void code_reset(struct code *cd);
 /* After code_stop(). NULL-safe. */
 void code_free(struct code *cd);
 

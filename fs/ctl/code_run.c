@@ -546,6 +546,32 @@ int code_ctl(struct code *cd, struct code_ctx *cx, const char *buf, size_t len)
 	return rc;
 }
 
+void code_reset(struct code *cd)
+{
+	if (!cd)
+		return;
+	code_stop(cd);
+	pthread_mutex_lock(&cd->lock);
+	/* entries stay (open handles may name them), found by nothing */
+	for (size_t i = 0; i < cd->n; i++)
+		cd->cx[i]->gone = true;
+	for (int l = 0; l < CODE_NLANG; l++) {
+		cd->by_lang[l] = NULL;
+		if (cd->lang[l] == LANG_OK)
+			cd->lang[l] = LANG_UNKNOWN;
+	}
+	/* a reading under way is the old sandbox's: read again after it */
+	if (!cd->recs_loading) {
+		free(cd->recs);
+		cd->recs = NULL;
+		cd->nrecs = 0;
+		cd->recs_loaded = false;
+	}
+	cd->stopping = false;
+	pthread_cond_broadcast(&cd->cond);
+	pthread_mutex_unlock(&cd->lock);
+}
+
 void code_stop(struct code *cd)
 {
 	struct osb_error err;

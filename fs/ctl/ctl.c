@@ -74,6 +74,7 @@ int ctl_init(struct osbfs *fs)
 		return -ENOMEM;
 	c->fs = fs;
 	pthread_mutex_init(&c->fh_lock, NULL);
+	pthread_mutex_init(&c->about_lock, NULL);
 	if (!realpath(fs->opt->mountpoint, c->mountpoint))
 		snprintf(c->mountpoint, sizeof(c->mountpoint), "%s",
 			 fs->opt->mountpoint);
@@ -105,6 +106,7 @@ int ctl_init(struct osbfs *fs)
 		jobs_free(c->jobs);
 		text_release(&c->readme);
 		pthread_mutex_destroy(&c->fh_lock);
+		pthread_mutex_destroy(&c->about_lock);
 		free(c);
 		return rc;
 	}
@@ -145,6 +147,7 @@ void ctl_release_all(struct osbfs *fs)
 	snaps_stop(c->snaps);
 	ctl_fh_free_all(c);
 	pthread_mutex_destroy(&c->fh_lock);
+	pthread_mutex_destroy(&c->about_lock);
 	code_free(c->code);
 	jobs_free(c->jobs);
 	text_release(&c->readme);

@@ -87,9 +87,13 @@ struct ctl {
 	struct jobs *jobs;
 	char mountpoint[PATH_MAX]; /* absolute */
 	struct text readme;        /* made once, read-only after */
-	char image[256];           /* from the lifecycle server at init */
-	char snapshot_id[256];     /* what it was made from, else "" */
+	/* the sandbox's, from the lifecycle server at init and after a
+	 * restore (ctl_restore.c), under about_lock (a leaf) */
+	pthread_mutex_t about_lock;
+	char image[256];
+	char snapshot_id[256]; /* what it was made from, else "" */
 	time_t created_at;
+	char restored_from[256]; /* the sandbox a restore left, else "" */
 	struct timespec mounted_at;
 	atomic_llong egress_size; /* the last egress text's length */
 	atomic_bool no_sidecar;   /* the sandbox was found to have no
@@ -242,6 +246,16 @@ int ctl_egress_text(struct ctl *c, struct text *out);
 /* Sends everything written through the mount (ctl's sync): 0, or -EIO
  * and why in @msg. */
 int ctl_sync(struct osbfs *fs, char *msg, size_t msg_size);
+/*
+ * ctl_restore() - ctl's `restore @ref [force]` (ctl_restore.c): the mount
+ * moves onto a new sandbox made from snapshot @ref (a name or an id), and
+ * the sandbox it leaves is deleted (kept with restore_keeps). -EBUSY
+ * while a job runs (unless @force) or another restore is under way,
+ * -ENOENT for an unknown snapshot, -EIO...; the reason in @msg, the
+ * mount then on its sandbox as before.
+ */
+int ctl_restore(struct ctl *c, const char *ref, bool force, char *msg,
+		size_t msg_size);
 /* Runs the ctl verbs in @buf (one per line). 0 or a negative errno
  * (logged: info's last_error says why). */
 int ctl_exec(struct ctl *c, const char *buf, size_t len);

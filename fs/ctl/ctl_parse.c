@@ -12,21 +12,47 @@
 #include "jobs_i.h"
 
 const char ctl_verbs_help[] =
-	"pause, resume, renew [SECONDS], kill, sync, invalidate";
+	"pause, resume, renew [SECONDS], kill, sync, invalidate, restore "
+	"SNAPSHOT [force]";
 
 static const struct {
 	const char *name;
 	enum ctl_verb_kind kind;
 } root_verbs[] = {
-	{ "pause", CTL_PAUSE }, { "resume", CTL_RESUME },
-	{ "renew", CTL_RENEW }, { "kill", CTL_KILL },
-	{ "sync", CTL_SYNC },   { "invalidate", CTL_INVALIDATE },
+	{ "pause", CTL_PAUSE },     { "resume", CTL_RESUME },
+	{ "renew", CTL_RENEW },     { "kill", CTL_KILL },
+	{ "sync", CTL_SYNC },       { "invalidate", CTL_INVALIDATE },
+	{ "restore", CTL_RESTORE },
 };
 
-/* One line of `ctl`: VERB, or renew SECONDS. */
+/* restore NAME [force] */
+static int restore_line(const char *arg, const char *extra, const char *more,
+			const char *what, struct ctl_verb *v, char *msg,
+			size_t msg_size)
+{
+	if (!arg || more || (extra && strcmp(extra, "force") != 0)) {
+		snprintf(msg, msg_size,
+			 "%s: restore takes a snapshot's name or id, then "
+			 "\"force\" or nothing",
+			 what);
+		return -EINVAL;
+	}
+	if (strlen(arg) > CTL_REF_MAX) {
+		snprintf(msg, msg_size,
+			 "%s: restore: no snapshot has a name or id of %zu "
+			 "bytes",
+			 what, strlen(arg));
+		return -EINVAL;
+	}
+	snprintf(v->ref, sizeof(v->ref), "%s", arg);
+	v->force = extra != NULL;
+	return 0;
+}
+
+/* One line of `ctl`: VERB, renew SECONDS, or restore NAME [force]. */
 static int root_line(char *verb, const char *arg, const char *extra,
-		     const char *what, struct ctl_verb *v, char *msg,
-		     size_t msg_size)
+		     const char *more, const char *what, struct ctl_verb *v,
+		     char *msg, size_t msg_size)
 {
 	size_t i, n = sizeof(root_verbs) / sizeof(*root_verbs);
 	for (i = 0; i < n && strcmp(verb, root_verbs[i].name) != 0; i++)
@@ -38,6 +64,8 @@ static int root_line(char *verb, const char *arg, const char *extra,
 		return -EINVAL;
 	}
 	v->kind = root_verbs[i].kind;
+	if (v->kind == CTL_RESTORE)
+		return restore_line(arg, extra, more, what, v, msg, msg_size);
 	if (extra || (arg && v->kind != CTL_RENEW)) {
 		snprintf(msg, msg_size, "%s: \"%s\" takes %s", what, verb,
 			 v->kind == CTL_RENEW ? "one number at most" :
@@ -111,6 +139,7 @@ int ctl_parse(const char *buf, size_t len, bool job, const char *what,
 			continue; /* a blank line */
 		char *arg = strtok_r(NULL, " \t\r", &ws);
 		char *extra = strtok_r(NULL, " \t\r", &ws);
+		char *more = extra ? strtok_r(NULL, " \t\r", &ws) : NULL;
 		if (ret->n == CTL_VERBS_MAX) {
 			snprintf(msg, msg_size,
 				 "%s: more than %d commands in one write", what,
@@ -121,7 +150,8 @@ int ctl_parse(const char *buf, size_t len, bool job, const char *what,
 		struct ctl_verb *v = &ret->v[ret->n];
 		memset(v, 0, sizeof(*v));
 		rc = job ? job_line(verb, arg, extra, what, v, msg, msg_size) :
-			   root_line(verb, arg, extra, what, v, msg, msg_size);
+			   root_line(verb, arg, extra, more, what, v, msg,
+				     msg_size);
 		if (!rc)
 			ret->n++;
 	}

@@ -24,15 +24,21 @@ enum ctl_verb_kind {
 	CTL_KILL,
 	CTL_SYNC,
 	CTL_INVALIDATE,
+	CTL_RESTORE,    /* ref, force */
 	CTL_JOB_KILL,   /* a job's ctl: TERM, then KILL */
 	CTL_JOB_SIGNAL, /* a job's ctl: sig */
 	CTL_JOB_FORGET, /* a job's ctl: remove the ended job */
 };
 
+/* the longest snapshot name or id `restore` takes */
+#define CTL_REF_MAX 255
+
 struct ctl_verb {
 	enum ctl_verb_kind kind;
 	long secs;
-	char sig[16]; /* the signal's name without "SIG" */
+	char sig[16];              /* the signal's name without "SIG" */
+	char ref[CTL_REF_MAX + 1]; /* restore: the snapshot's name or id */
+	bool force;                /* restore ... force */
 };
 
 struct ctl_verbs {
@@ -48,7 +54,8 @@ extern const char ctl_verbs_help[];
  * to a job's ctl (@job true): one per line, white space around ignored,
  * blank lines skipped. 0; -EINVAL with the reason in @msg, prefixed with
  * @what (the file's name): binary data, nothing but white space, an
- * unknown verb, a bad argument, more than CTL_VERBS_MAX verbs.
+ * unknown verb, a bad argument, more than CTL_VERBS_MAX verbs. `ctl`
+ * takes VERB, renew SECONDS, or restore NAME [force].
  */
 int ctl_parse(const char *buf, size_t len, bool job, const char *what,
 	      struct ctl_verbs *ret, char *msg, size_t msg_size);

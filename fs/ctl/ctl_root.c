@@ -115,18 +115,27 @@ static int info_line(struct ctl *c, struct text *out)
 		return rc;
 	char *last = log_last_error(&last_when);
 	jobs_counts(c->jobs, &running, &total);
+	char image[sizeof(c->image)], snap[sizeof(c->snapshot_id)];
+	char from[sizeof(c->restored_from)];
+	pthread_mutex_lock(&c->about_lock);
+	memcpy(image, c->image, sizeof(image));
+	memcpy(snap, c->snapshot_id, sizeof(snap));
+	memcpy(from, c->restored_from, sizeof(from));
+	time_t created_at = c->created_at;
+	pthread_mutex_unlock(&c->about_lock);
 
 	rc = text_adds(out, "{\"sandbox_id\":");
 	rc = rc ? rc : text_json_str(out, fs->sandbox_id);
 	rc = rc ? rc : text_adds(out, ",\"state\":");
 	rc = rc ? rc : text_json_str(out, li.state);
 	rc = rc ? rc : text_adds(out, ",\"image\":");
-	rc = rc ? rc : text_json_str(out, c->image[0] ? c->image : NULL);
+	rc = rc ? rc : text_json_str(out, image[0] ? image : NULL);
 	rc = rc ? rc : text_adds(out, ",\"snapshot_id\":");
-	rc = rc ? rc :
-		  text_json_str(out, c->snapshot_id[0] ? c->snapshot_id : NULL);
+	rc = rc ? rc : text_json_str(out, snap[0] ? snap : NULL);
+	rc = rc ? rc : text_adds(out, ",\"restored_from\":");
+	rc = rc ? rc : text_json_str(out, from[0] ? from : NULL);
 	rc = rc ? rc : text_adds(out, ",\"created_at\":");
-	rc = rc ? rc : json_unix_time(out, c->created_at);
+	rc = rc ? rc : json_unix_time(out, created_at);
 	rc = rc ? rc : text_adds(out, ",\"expires_at\":");
 	rc = rc ? rc : json_unix_time(out, li.expires_at);
 	rc = rc ? rc : expiry_json(c, &li, out);
@@ -250,9 +259,10 @@ int ctl_sync(struct osbfs *fs, char *msg, size_t msg_size)
 static int run_verb(struct ctl *c, const struct ctl_verb *v)
 {
 	static const char *const names[] = {
-		[CTL_PAUSE] = "pause", [CTL_RESUME] = "resume",
-		[CTL_RENEW] = "renew", [CTL_KILL] = "kill",
-		[CTL_SYNC] = "sync",   [CTL_INVALIDATE] = "invalidate",
+		[CTL_PAUSE] = "pause",     [CTL_RESUME] = "resume",
+		[CTL_RENEW] = "renew",     [CTL_KILL] = "kill",
+		[CTL_SYNC] = "sync",       [CTL_INVALIDATE] = "invalidate",
+		[CTL_RESTORE] = "restore",
 	};
 	struct osbfs *fs = c->fs;
 	char msg[1200] = "";
@@ -284,6 +294,9 @@ static int run_verb(struct ctl *c, const struct ctl_verb *v)
 		 * after was answered from what it still held */
 		notify_drain(fs);
 		break;
+	case CTL_RESTORE:
+		rc = ctl_restore(c, v->ref, v->force, msg, sizeof(msg));
+		break;
 	case CTL_JOB_KILL:
 	case CTL_JOB_SIGNAL:
 	case CTL_JOB_FORGET:
@@ -293,6 +306,9 @@ static int run_verb(struct ctl *c, const struct ctl_verb *v)
 		log_error("%s", msg[0] ? msg : strerror(-rc));
 	else if (v->kind == CTL_RENEW && v->secs)
 		log_info("ctl: renew %ld done", v->secs);
+	else if (v->kind == CTL_RESTORE)
+		log_info("ctl: restore %s done: sandbox %s", v->ref,
+			 fs->sandbox_id);
 	else
 		log_info("ctl: %s done", names[v->kind]);
 	return rc;

@@ -82,6 +82,13 @@ int jobs_new(struct osbfs *fs, struct jobs **ret);
 void jobs_free(struct jobs *js);
 /* The monitor thread: loads the sandbox's jobs, follows running ones. */
 int jobs_monitor_start(struct jobs *js);
+/*
+ * jobs_monitor_restart() - the monitor again after jobs_monitor_stop().
+ * With @why, the mount moved to another sandbox (a restore): first the
+ * jobs still running end as failed with @why, and the table is emptied,
+ * read again from the new sandbox at the next access. 0 or -errno.
+ */
+int jobs_monitor_restart(struct jobs *js, const char *why);
 /* Stops it and answers every pending `wait` read with EINTR. */
 void jobs_monitor_stop(struct jobs *js);
 

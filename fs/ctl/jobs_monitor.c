@@ -16,6 +16,7 @@
  * otherwise; backing off while rounds fail.
  */
 #include <errno.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -337,6 +338,28 @@ int jobs_monitor_start(struct jobs *js)
 		return -rc;
 	js->started = true;
 	return 0;
+}
+
+int jobs_monitor_restart(struct jobs *js, const char *why)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	pthread_mutex_lock(&js->lock);
+	while (why && js->n) {
+		struct job *j = js->all[js->n - 1];
+		if (j->state == JOB_STARTING || j->state == JOB_RUNNING)
+			job_end_locked(js, j, 0, why, now);
+		job_drop_locked(js, j);
+	}
+	if (why) {
+		js->loaded = false;
+		js->synced_ms = 0;
+	}
+	js->stop = false;
+	atomic_store(&js->streams_cancel, 0);
+	pthread_mutex_unlock(&js->lock);
+	return jobs_monitor_start(js);
 }
 
 void jobs_monitor_stop(struct jobs *js)

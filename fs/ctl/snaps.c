@@ -159,26 +159,51 @@ static int grow_locked(struct snaps *s, size_t want)
 	return 0;
 }
 
-int snaps_fetch(struct snaps *s, const char *name,
-		struct osb_snapshot_list *ret, struct osb_error *err)
+void snaps_restored(struct snaps *s, const char *old_id)
 {
-	struct osb_snapshot_list_params p = { .sandbox_id = s->fs->sandbox_id,
+	pthread_mutex_lock(&s->lock);
+	if (s->nlineage == SNAPS_LINEAGE_MAX) {
+		memmove(s->lineage[0], s->lineage[1],
+			(SNAPS_LINEAGE_MAX - 1) * sizeof(s->lineage[0]));
+		s->nlineage--;
+	}
+	snprintf(s->lineage[s->nlineage++], SNAP_DIR_MAX, "%s", old_id);
+	s->listed_ms = 0;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static int newest_first(const void *a, const void *b)
+{
+	const struct osb_snapshot *x = a, *y = b;
+	if (x->created.tv_sec != y->created.tv_sec)
+		return x->created.tv_sec < y->created.tv_sec ? 1 : -1;
+	if (x->created.tv_nsec != y->created.tv_nsec)
+		return x->created.tv_nsec < y->created.tv_nsec ? 1 : -1;
+	return 0;
+}
+
+/* Every page of sandbox @sandbox_id's snapshots (of @name only, unless
+ * NULL), appended to @all. */
+static int fetch_one(struct snaps *s, const char *sandbox_id, const char *name,
+		     struct osb_snapshot_list *all, struct osb_error *err)
+{
+	struct osb_snapshot_list_params p = { .sandbox_id = sandbox_id,
 					      .name = name,
 					      .page_size = PAGE_SIZE };
-	struct osb_snapshot_list all = { 0 };
 	int rc = 0;
 	for (p.page = 1; !rc && p.page <= PAGES_MAX; p.page++) {
 		struct osb_snapshot_list l = { 0 };
 		rc = osb_snapshot_list(s->fs->client, &p, &l, err);
 		struct osb_snapshot *v =
 			rc ? NULL :
-			     realloc(all.items, (all.n + l.n + 1) * sizeof(*v));
+			     realloc(all->items,
+				     (all->n + l.n + 1) * sizeof(*v));
 		if (!rc && !v)
 			rc = -ENOMEM;
 		if (!rc) {
-			memcpy(v + all.n, l.items, l.n * sizeof(*v));
-			all.items = v;
-			all.n += l.n;
+			memcpy(v + all->n, l.items, l.n * sizeof(*v));
+			all->items = v;
+			all->n += l.n;
 			free(l.items);
 			l.items = NULL;
 			l.n = 0;
@@ -188,11 +213,31 @@ int snaps_fetch(struct snaps *s, const char *name,
 		if (!more)
 			break;
 	}
-	if (rc)
-		osb_snapshot_list_release(&all);
-	else
-		*ret = all;
 	return rc;
+}
+
+int snaps_fetch(struct snaps *s, const char *name,
+		struct osb_snapshot_list *ret, struct osb_error *err)
+{
+	char lineage[SNAPS_LINEAGE_MAX][SNAP_DIR_MAX];
+	struct osb_snapshot_list all = { 0 };
+
+	pthread_mutex_lock(&s->lock);
+	/* a name is looked for among this sandbox's only (mkdir's) */
+	size_t n = name ? 0 : s->nlineage;
+	memcpy(lineage, s->lineage, n * sizeof(lineage[0]));
+	pthread_mutex_unlock(&s->lock);
+	int rc = fetch_one(s, s->fs->sandbox_id, name, &all, err);
+	for (size_t i = n; !rc && i > 0; i--)
+		rc = fetch_one(s, lineage[i - 1], name, &all, err);
+	if (rc) {
+		osb_snapshot_list_release(&all);
+		return rc;
+	}
+	if (n && all.n > 1)
+		qsort(all.items, all.n, sizeof(*all.items), newest_first);
+	*ret = all;
+	return 0;
 }
 
 /* Puts the listing @l (of everything, made while s->gen was @gen) in

@@ -36,6 +36,10 @@ void snaps_free(struct snaps *s); /* NULL-safe */
 /* The waits answer EINTR from now on (at unmount). */
 void snaps_stop(struct snaps *s);
 
+/* The mount moved off sandbox @old_id (a restore): its snapshots stay
+ * listed (the last SNAPS_LINEAGE_MAX sandboxes left), beside the new
+ * sandbox's, at a request each; the next refresh lists them all. */
+void snaps_restored(struct snaps *s, const char *old_id);
 /* Lists them again if the last listing is older than @max_age_ms.
  * Errors are logged; the table stays as it was. */
 void snaps_refresh(struct snaps *s, long long max_age_ms);

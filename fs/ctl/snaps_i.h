@@ -11,6 +11,9 @@
 #include "osb.h"
 #include "snaps.h"
 
+/* the sandboxes left by restores whose snapshots are listed, at most */
+#define SNAPS_LINEAGE_MAX 8
+
 struct snap {
 	uint64_t serial;
 	char id[SNAP_DIR_MAX];
@@ -30,6 +33,10 @@ struct snaps {
 	uint64_t next_serial;
 	uint64_t gen;        /* counts the snapshots this mount made */
 	long long listed_ms; /* mono_ms() of the last listing; 0: never */
+	/* the sandboxes this mount was on before a restore, the latest
+	 * last: their snapshots are listed too */
+	char lineage[SNAPS_LINEAGE_MAX][SNAP_DIR_MAX];
+	size_t nlineage;
 	atomic_bool stop;
 };
 

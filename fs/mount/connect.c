@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "connect.h"
@@ -145,12 +146,16 @@ static bool maybe_done(int rc, const struct osb_error *err)
 }
 
 /*
- * A new sandbox from the options: from snapshot= when given, else from
- * the image. Sent once (osb_sandbox_create); *@ret_unsure says, on a
- * failure, that it may have made one all the same (its answer was lost).
+ * A new sandbox from the options: from snapshot @snap_id when given (a
+ * restore), else from snapshot= when given, else from the image; with
+ * the labels @extra too (may be NULL). Sent once (osb_sandbox_create);
+ * *@ret_unsure says, on a failure, that it may have made one all the
+ * same (its answer was lost).
  */
-static int create_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret,
-			  bool *ret_unsure, char *msg, size_t msg_size)
+static int create_sandbox(struct osbfs *fs, const char *snap_id,
+			  const struct osb_kvlist *extra,
+			  struct osb_sandbox_info *ret, bool *ret_unsure,
+			  char *msg, size_t msg_size)
 {
 	struct osbfs_options *o = fs->opt;
 	struct osb_create_params p = { 0 };
@@ -178,6 +183,8 @@ static int create_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret,
 			       o->metadata.items[i].value);
 	if (o->name && !osb_kvlist_get(&md, "name"))
 		osb_kvlist_add(&md, "name", o->name);
+	for (size_t i = 0; extra && i < extra->n; i++)
+		osb_kvlist_add(&md, extra->items[i].key, extra->items[i].value);
 	p.metadata = &md;
 	if (o->network_policy) {
 		policy = slurp(o->network_policy, msg, msg_size);
@@ -185,8 +192,13 @@ static int create_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret,
 			rc = -EINVAL;
 		p.network_policy_json = policy;
 	}
-	if (!rc && o->snapshot) {
-		rc = fork_snapshot(fs, &snap, msg, msg_size);
+	if (!rc && snap_id) {
+		/* the snapshot's files, not the image's */
+		p.image = NULL;
+		p.snapshot_id = snap_id;
+	} else if (!rc && o->snapshot) {
+		rc = fork_snapshot(fs, "snapshot=", o->snapshot, &snap, msg,
+				   msg_size);
 		p.snapshot_id = snap.id;
 	}
 	if (!rc) {
@@ -196,7 +208,10 @@ static int create_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret,
 				 err.message);
 		*ret_unsure = rc && maybe_done(rc, &err);
 	}
-	if (!rc && snap.id)
+	if (!rc && snap_id)
+		log_info("created sandbox %s from snapshot %s", ret->id,
+			 snap_id);
+	else if (!rc && snap.id)
 		log_info("created sandbox %s from snapshot %s (%s)", ret->id,
 			 o->snapshot, snap.id);
 	else if (!rc)
@@ -211,9 +226,27 @@ static int create_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret,
 static const char *const live_states[] = { "Pending", "Running",  "Paused",
 					   "Pausing", "Resuming", NULL };
 
-/* The oldest live sandbox labelled name=NAME, if any. */
-static int find_by_name(struct osbfs *fs, const char *name, char **ret_id,
-			size_t *ret_count, char *msg, size_t msg_size)
+/* Whether another sandbox of @l says it was restored from @s
+ * (RESTORED_FROM): a restore's sandbox takes the place of its old one,
+ * kept (restore_keeps=yes) or left by a daemon killed mid-restore. */
+static bool superseded(const struct osb_sandbox_list *l,
+		       const struct osb_sandbox_info *s)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		const char *from =
+			osb_kvlist_get(&l->items[i].metadata, RESTORED_FROM);
+		if (&l->items[i] != s && from && strcmp(from, s->id) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The oldest live sandbox labelled @key=@value, if any, leaving out
+ * those a restore superseded; with @ret_left, the one it says it
+ * replaced, when listed (a restore that did not end: NULL if none). */
+static int find_by_label(struct osbfs *fs, const char *key, const char *value,
+			 char **ret_id, char **ret_left, size_t *ret_count,
+			 char *msg, size_t msg_size)
 {
 	struct osb_kvlist md = { 0 };
 	struct osb_sandbox_list l;
@@ -222,7 +255,7 @@ static int find_by_name(struct osbfs *fs, const char *name, char **ret_id,
 				     .metadata = &md,
 				     .page_size = 200 };
 
-	osb_kvlist_add(&md, "name", name);
+	osb_kvlist_add(&md, key, value);
 	int rc = osb_sandbox_list(fs->client, &p, &l, &err);
 	osb_kvlist_release(&md);
 	if (rc) {
@@ -235,6 +268,8 @@ static int find_by_name(struct osbfs *fs, const char *name, char **ret_id,
 	const struct osb_sandbox_info *best = NULL;
 	for (size_t i = 0; i < l.n; i++) {
 		const struct osb_sandbox_info *s = &l.items[i];
+		if (superseded(&l, s))
+			continue;
 		/* the first made: every racer sees it (it was made before
 		 * the later one listed), so all agree on it */
 		long long a = (long long)s->created.tv_sec * 1000000000LL +
@@ -248,6 +283,14 @@ static int find_by_name(struct osbfs *fs, const char *name, char **ret_id,
 	}
 	if (best)
 		*ret_id = strdup(best->id);
+	const char *from =
+		best ? osb_kvlist_get(&best->metadata, RESTORED_FROM) : NULL;
+	for (size_t i = 0; ret_left && from && i < l.n; i++) {
+		if (strcmp(l.items[i].id, from) == 0) {
+			*ret_left = strdup(from);
+			break;
+		}
+	}
 	osb_sandbox_list_release(&l);
 	return 0;
 }
@@ -257,8 +300,9 @@ static int find_by_name(struct osbfs *fs, const char *name, char **ret_id,
  * createdAt is when it began: list again over a window as long as our
  * own create took (@took_ms, at least two seconds), until every racer is
  * visible to every other; then all agree on the oldest. */
-static int oldest_settled(struct osbfs *fs, long long took_ms, char **ret_id,
-			  char *msg, size_t msg_size)
+static int oldest_settled(struct osbfs *fs, const char *key, const char *value,
+			  long long took_ms, char **ret_id, char *msg,
+			  size_t msg_size)
 {
 	long long until = mono_ms() + (took_ms < 2000 ? 2000 : took_ms);
 	size_t count;
@@ -268,8 +312,8 @@ static int oldest_settled(struct osbfs *fs, long long took_ms, char **ret_id,
 	for (;;) {
 		free(*ret_id);
 		*ret_id = NULL;
-		rc = find_by_name(fs, fs->opt->name, ret_id, &count, msg,
-				  msg_size);
+		rc = find_by_label(fs, key, value, ret_id, NULL, &count, msg,
+				   msg_size);
 		if (rc || mono_ms() >= until)
 			return rc;
 		mono_sleep_ms(250);
@@ -279,16 +323,17 @@ static int oldest_settled(struct osbfs *fs, long long took_ms, char **ret_id,
 /* Our create was sent and its answer lost (@msg says how): whether it
  * made one, the listing tells, as it tells a race; it is never sent
  * again. */
-static int settle_lost(struct osbfs *fs, long long took_ms, int create_rc,
-		       char **ret_id, char *msg, size_t msg_size)
+static int settle_lost(struct osbfs *fs, const char *key, const char *name,
+		       long long took_ms, int create_rc, char **ret_id,
+		       char *msg, size_t msg_size)
 {
-	const char *name = fs->opt->name;
 	char lost[1024];
 
 	snprintf(lost, sizeof(lost), "%s", msg);
-	log_info("%s: the answer was lost; looking for a sandbox named %s",
-		 lost, name);
-	int rc = oldest_settled(fs, took_ms, ret_id, msg, msg_size);
+	log_info("%s: the answer was lost; looking for a sandbox labelled "
+		 "%s=%s",
+		 lost, key, name);
+	int rc = oldest_settled(fs, key, name, took_ms, ret_id, msg, msg_size);
 	if (rc) {
 		char why[1200];
 		snprintf(why, sizeof(why), "%s", msg);
@@ -298,14 +343,14 @@ static int settle_lost(struct osbfs *fs, long long took_ms, int create_rc,
 	}
 	if (!*ret_id) {
 		snprintf(msg, msg_size,
-			 "%s; no sandbox named %s is listed since: none was "
-			 "made",
-			 lost, name);
+			 "%s; no sandbox labelled %s=%s is listed since: none "
+			 "was made",
+			 lost, key, name);
 		return create_rc;
 	}
-	log_info("sandbox %s is named %s: the create whose answer was lost "
-		 "made it, or another mount did",
-		 *ret_id, name);
+	log_info("sandbox %s is labelled %s=%s: the create whose answer was "
+		 "lost made it, or another mount did",
+		 *ret_id, key, name);
 	return 0;
 }
 
@@ -325,19 +370,33 @@ static int by_name(struct osbfs *fs, char **ret_id, bool *ret_found, char *msg,
 	bool unsure;
 
 	/* the name is a valid label value (options.c) */
-	int rc = find_by_name(fs, fs->opt->name, &id, &count, msg, msg_size);
+	char *left = NULL;
+	int rc = find_by_label(fs, "name", fs->opt->name, &id, &left, &count,
+			       msg, msg_size);
 	*ret_found = id != NULL;
+	if (!rc && left && !fs->opt->restore_keeps) {
+		/* a restore whose daemon ended before it deleted the sandbox
+		 * it left: done now */
+		log_info("sandbox %s named %s was restored into %s: deleting "
+			 "it, as that restore would have",
+			 left, fs->opt->name, id);
+		if (osb_sandbox_delete(fs->client, left, &err) != 0)
+			log_warn("sandbox %s is left: %s", left, err.message);
+	}
+	free(left);
 	if (rc || id) {
 		*ret_id = id;
 		return rc;
 	}
 	long long t0 = mono_ms();
-	rc = create_sandbox(fs, &info, &unsure, msg, msg_size);
+	rc = create_sandbox(fs, NULL, NULL, &info, &unsure, msg, msg_size);
 	if (rc)
-		return unsure ? settle_lost(fs, mono_ms() - t0, rc, ret_id, msg,
+		return unsure ? settle_lost(fs, "name", fs->opt->name,
+					    mono_ms() - t0, rc, ret_id, msg,
 					    msg_size) :
 				rc;
-	rc = oldest_settled(fs, mono_ms() - t0, &id, msg, msg_size);
+	rc = oldest_settled(fs, "name", fs->opt->name, mono_ms() - t0, &id, msg,
+			    msg_size);
 	if (!rc && id && strcmp(id, info.id) != 0) {
 		log_info("another mount made sandbox %s named %s first; "
 			 "using it and deleting %s",
@@ -350,6 +409,38 @@ static int by_name(struct osbfs *fs, char **ret_id, bool *ret_found, char *msg,
 	osb_sandbox_info_release(&info);
 	*ret_id = id;
 	return id ? 0 : -ENOMEM;
+}
+
+/* A handle on running sandbox @id once its execd answers, the mounted
+ * directory made if missing (it must be one). 0, or a negative errno
+ * with @err filled. */
+static int open_ready(struct osbfs *fs, const char *id,
+		      struct osb_sandbox **ret, struct osb_error *err)
+{
+	const char *dir = fs->opt->dir;
+	int rc = osb_sandbox_open(fs->client, id, ret, err);
+	if (!rc)
+		rc = osb_wait_ready(*ret, READY_WAIT_MS, err);
+	if (rc)
+		return rc;
+	/* made only when missing: making an existing one chmods it, which
+	 * a read-only one (/usr) refuses */
+	struct osb_stat st;
+	rc = osb_file_stat(*ret, dir, &st, err);
+	if (rc == -ENOENT) {
+		rc = osb_dir_make(*ret, dir, 0, NULL, NULL, err);
+		if (!rc)
+			rc = osb_file_stat(*ret, dir, &st, err);
+	}
+	if (rc)
+		return rc;
+	if (st.type != OSB_DIR) {
+		snprintf(err->message, sizeof(err->message),
+			 "%s is not a directory in the sandbox", dir);
+		rc = -ENOTDIR;
+	}
+	osb_stat_release(&st);
+	return rc;
 }
 
 int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
@@ -369,7 +460,8 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 		rc = by_name(fs, &id, &found, msg, msg_size);
 	} else {
 		bool unsure;
-		rc = create_sandbox(fs, &info, &unsure, msg, msg_size);
+		rc = create_sandbox(fs, NULL, NULL, &info, &unsure, msg,
+				    msg_size);
 		if (unsure) {
 			size_t n = strlen(msg);
 			snprintf(msg + n, msg_size - n,
@@ -450,30 +542,7 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 		info.state = strdup("Running");
 		log_info("resumed paused sandbox %s", id);
 	}
-	rc = osb_sandbox_open(fs->client, id, &fs->sb, &err);
-	if (!rc)
-		rc = osb_wait_ready(fs->sb, READY_WAIT_MS, &err);
-	if (!rc) {
-		/* the mounted directory: made if missing, must be one. Made
-		 * only when missing: making an existing one chmods it, which
-		 * a read-only one (/usr) refuses */
-		struct osb_stat st;
-		rc = osb_file_stat(fs->sb, o->dir, &st, &err);
-		if (rc == -ENOENT) {
-			rc = osb_dir_make(fs->sb, o->dir, 0, NULL, NULL, &err);
-			if (!rc)
-				rc = osb_file_stat(fs->sb, o->dir, &st, &err);
-		}
-		if (!rc) {
-			if (st.type != OSB_DIR) {
-				snprintf(err.message, sizeof(err.message),
-					 "%s is not a directory in the sandbox",
-					 o->dir);
-				rc = -ENOTDIR;
-			}
-			osb_stat_release(&st);
-		}
-	}
+	rc = open_ready(fs, id, &fs->sb, &err);
 	if (rc) {
 		snprintf(msg, msg_size, "sandbox %s: %s", id, err.message);
 		if (created)
@@ -485,5 +554,68 @@ int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 	*ret_info = info;
 	*ret_created = created;
 	free(id);
+	return 0;
+}
+
+int connect_restored(struct osbfs *fs, const char *snap_id, char **ret_id,
+		     char *msg, size_t msg_size)
+{
+	struct osb_kvlist extra = { 0 };
+	struct osb_sandbox_info info;
+	struct osb_sandbox *sb = NULL;
+	struct osb_error err;
+	unsigned char rnd[8];
+	char token[2 * sizeof(rnd) + 1];
+	char *id = NULL;
+	bool unsure;
+
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+		snprintf(msg, msg_size,
+			 "no random bytes for the restore's label");
+		return -EIO;
+	}
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(token + 2 * i, 3, "%02x", rnd[i]);
+	if (osb_kvlist_add(&extra, RESTORED_FROM, fs->sandbox_id) ||
+	    osb_kvlist_add(&extra, RESTORE_TOKEN, token)) {
+		osb_kvlist_release(&extra);
+		snprintf(msg, msg_size, "out of memory");
+		return -ENOMEM;
+	}
+	long long t0 = mono_ms();
+	int rc = create_sandbox(fs, snap_id, &extra, &info, &unsure, msg,
+				msg_size);
+	osb_kvlist_release(&extra);
+	if (!rc) {
+		id = strdup(info.id);
+		osb_sandbox_info_release(&info);
+		if (!id)
+			rc = -ENOMEM;
+	} else if (unsure) {
+		/* the label no other create carries tells whether it made
+		 * one (never sent again) */
+		rc = settle_lost(fs, RESTORE_TOKEN, token, mono_ms() - t0, rc,
+				 &id, msg, msg_size);
+	}
+	if (rc)
+		return rc;
+	rc = osb_sandbox_wait_running(fs->client, id, fs->opt->start_timeout_ms,
+				      NULL, &err);
+	if (!rc)
+		rc = open_ready(fs, id, &sb, &err);
+	osb_sandbox_close(sb);
+	if (rc) {
+		snprintf(msg, msg_size,
+			 "sandbox %s, made from snapshot %s: %s%s; deleted", id,
+			 snap_id, err.message,
+			 rc == -ETIMEDOUT ? " (start_timeout)" : "");
+		if (osb_sandbox_delete(fs->client, id, &err) != 0)
+			log_error("sandbox %s, made for a restore that "
+				  "failed, is left: %s",
+				  id, err.message);
+		free(id);
+		return rc;
+	}
+	*ret_id = id;
 	return 0;
 }

@@ -22,4 +22,25 @@ int connect_client(struct osbfs_options *o, struct osb_client **ret, char *msg,
 int connect_sandbox(struct osbfs *fs, struct osb_sandbox_info *ret_info,
 		    bool *ret_created, char *msg, size_t msg_size);
 
+/* The labels of a sandbox a restore made: the id of the sandbox it
+ * replaced (a mount by name= takes it over that one, and deletes that
+ * one unless restore_keeps: the restore's daemon ended before it did),
+ * and a random token that tells whether a create whose answer was lost
+ * made it. */
+#define RESTORED_FROM "osbfs-restored-from"
+#define RESTORE_TOKEN "osbfs-restore"
+
+/*
+ * connect_restored() - a new sandbox made from Ready snapshot @snap_id
+ * as a fork of this mount would be (image options, timeout, resources,
+ * network policy, metadata, name=), labelled RESTORED_FROM the mount's
+ * sandbox; returned in *@ret_id (malloc'd) once it runs and its execd
+ * answers. The create is sent once; its answer lost, a listing by the
+ * restore's own token settles whether it made one. On a failure nothing
+ * is left: a sandbox made that does not come up is deleted. 0, or a
+ * negative errno with a one-line reason in @msg.
+ */
+int connect_restored(struct osbfs *fs, const char *snap_id, char **ret_id,
+		     char *msg, size_t msg_size);
+
 #endif /* OSBFS_CONNECT_H */

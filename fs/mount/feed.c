@@ -696,6 +696,22 @@ void feed_stop(struct osbfs *fs)
 	set_live(fs, 0, 0);
 }
 
+int feed_restart(struct osbfs *fs)
+{
+	struct feed *f = fs->feed;
+	if (!f || f->started)
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	f->stop = false;
+	pthread_mutex_unlock(&f->lock);
+	atomic_store(&f->cancel, 0);
+	/* nothing is known of the new sandbox from before (the thread is
+	 * not running: these are its own) */
+	f->covered = f->held_since = mono_ms();
+	f->said_live = false;
+	return feed_start(fs);
+}
+
 void feed_release(struct osbfs *fs)
 {
 	struct feed *f = fs->feed;

@@ -22,6 +22,9 @@ int feed_start(struct osbfs *fs);
 /* Stops the thread and the command in the sandbox. */
 void feed_stop(struct osbfs *fs);
 void feed_release(struct osbfs *fs);
+/* feed_start() after a feed_stop(): the mount moved to another sandbox
+ * (a restore), where the command runs anew. */
+int feed_restart(struct osbfs *fs);
 
 /* One line for info: "live since ...", "off", or why it is not live. */
 void feed_describe(struct osbfs *fs, char *buf, size_t size);

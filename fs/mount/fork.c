@@ -11,28 +11,26 @@
 #include "fork.h"
 #include "log.h"
 
-int fork_snapshot(struct osbfs *fs, struct osb_snapshot *ret, char *msg,
-		  size_t msg_size)
+int fork_snapshot(struct osbfs *fs, const char *what, const char *ref,
+		  struct osb_snapshot *ret, char *msg, size_t msg_size)
 {
 	struct osbfs_options *o = fs->opt;
 	struct osb_error err;
 
-	int rc = osb_snapshot_find(fs->client, o->snapshot, ret, &err);
+	int rc = osb_snapshot_find(fs->client, ref, ret, &err);
 	if (rc) {
-		snprintf(msg, msg_size, "snapshot=%s: %s%s%s", o->snapshot,
-			 err.message, rc == -ENOENT ? " at " : "",
+		snprintf(msg, msg_size, "%s%s: %s%s%s", what, ref, err.message,
+			 rc == -ENOENT ? " at " : "",
 			 rc == -ENOENT ? osb_client_base_url(fs->client) : "");
 		return rc;
 	}
 	if (strcmp(ret->state, "Creating") == 0)
 		log_info("snapshot %s (%s) is still Creating: waiting until it "
 			 "is Ready, at most %ld s (start_timeout)",
-			 o->snapshot, ret->id,
-			 (o->start_timeout_ms + 999) / 1000);
+			 ref, ret->id, (o->start_timeout_ms + 999) / 1000);
 	rc = osb_snapshot_wait(fs->client, ret, o->start_timeout_ms, &err);
 	if (rc)
-		snprintf(msg, msg_size, "snapshot=%s: %s%s", o->snapshot,
-			 err.message,
+		snprintf(msg, msg_size, "%s%s: %s%s", what, ref, err.message,
 			 rc == -ETIMEDOUT ? " (start_timeout)" : "");
 	return rc;
 }

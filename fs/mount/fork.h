@@ -6,12 +6,13 @@
 
 #include "osbfs.h"
 
-/* The snapshot -o snapshot= names, into *@ret, Ready: its id, else its
- * name (one snapshot of it); one still Creating is waited for (logged),
- * within start_timeout. 0, or a negative errno with a one-line reason in
- * @msg. *@ret is released by the caller either way. */
-int fork_snapshot(struct osbfs *fs, struct osb_snapshot *ret, char *msg,
-		  size_t msg_size);
+/* The snapshot @ref names (-o snapshot=, or a restore's), into *@ret,
+ * Ready: its id, else its name (one snapshot of it); one still Creating
+ * is waited for (logged), within start_timeout. 0, or a negative errno
+ * with a one-line reason in @msg, which starts with @what and @ref.
+ * *@ret is released by the caller either way. */
+int fork_snapshot(struct osbfs *fs, const char *what, const char *ref,
+		  struct osb_snapshot *ret, char *msg, size_t msg_size);
 
 /*
  * fork_check_found() - name= found sandbox @sb, there before: snapshot= is

@@ -40,6 +40,19 @@ static void set_state(struct lifecycle *l, const char *state)
 	pthread_cond_broadcast(&l->cond);
 }
 
+void life_reset(struct osbfs *fs, const char *state, time_t expires_at)
+{
+	struct lifecycle *l = fs->life;
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->lock);
+	set_state(l, state);
+	l->expires_at = expires_at;
+	l->last_renew = time(NULL);
+	l->warned_for = 0;
+	pthread_mutex_unlock(&l->lock);
+}
+
 int life_init(struct osbfs *fs, const char *state, time_t expires_at)
 {
 	struct lifecycle *l = calloc(1, sizeof(*l));

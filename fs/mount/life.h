@@ -13,6 +13,9 @@
 struct osbfs;
 
 int life_init(struct osbfs *fs, const char *state, time_t expires_at);
+/* The mount moved to another sandbox (a restore), in @state, expiring at
+ * @expires_at (0: never). */
+void life_reset(struct osbfs *fs, const char *state, time_t expires_at);
 /* Stops the background thread (keepalive, idle pause). */
 void life_stop(struct osbfs *fs);
 void life_release(struct osbfs *fs);

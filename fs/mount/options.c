@@ -96,6 +96,9 @@ static const struct opt_def table[] = {
 	  "pause the sandbox after this long idle (0 = never)" },
 	{ "destroy_on_unmount", OPT_BOOL, O(destroy_on_unmount), NULL,
 	  "delete the sandbox at unmount" },
+	{ "restore_keeps", OPT_BOOL, O(restore_keeps), NULL,
+	  "a restore (ctl: restore SNAPSHOT) keeps the sandbox it leaves "
+	  "instead of deleting it" },
 	{ "start_timeout", OPT_MS, O(start_timeout_ms), "2m",
 	  "how long a sandbox may stay Pending (or resuming), or snapshot='s "
 	  "Creating, before the mount gives up" },

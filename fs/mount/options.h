@@ -51,6 +51,7 @@ struct osbfs_options {
 	bool keepalive;
 	long idle_pause_ms; /* 0 = never */
 	bool destroy_on_unmount;
+	bool restore_keeps;    /* a restore does not delete the sandbox left */
 	long start_timeout_ms; /* how long a sandbox may take to run */
 
 	/* cache */

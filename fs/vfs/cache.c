@@ -117,7 +117,9 @@ static int init(struct cache *c, const char *cache_dir, const char *sandbox_id,
 		return rc;
 	}
 	/* nothing in a slot is touched before its lock is ours */
-	rc = holder_take(h, c->base, &c->dir, msg, msg_size);
+	char *dir = NULL;
+	rc = holder_take(h, c->base, &dir, msg, msg_size);
+	c->dir = dir;
 	if (rc)
 		return rc;
 	c->dir_fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -160,6 +162,73 @@ const char *cache_dir(const struct cache *c)
 	return c->dir;
 }
 
+/* Keeps the paths in use until the release (c->lock held): a reader may
+ * hold them. */
+static int retire_paths(struct cache *c)
+{
+	char **a = realloc(c->old_paths, (c->n_old_paths + 2) * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	c->old_paths = a;
+	a[c->n_old_paths++] = c->base;
+	a[c->n_old_paths++] = c->dir;
+	return 0;
+}
+
+int cache_move(struct cache *c, const char *sandbox_id, char *msg,
+	       size_t msg_size)
+{
+	const char *old_base = c->base, *old_dir = c->dir;
+	const char *slash = strrchr(old_base, '/');
+	char *base = NULL;
+	bool first = strcmp(old_dir, old_base) == 0;
+
+	if (!slash || asprintf(&base, "%.*s/%s", (int)(slash - old_base),
+			       old_base, sandbox_id) < 0) {
+		snprintf(msg, msg_size, "cache dir: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	char *dir = strdup(base);
+	int rc = dir ? 0 : -ENOMEM;
+	/* the slot's files, journal and lock go as they are: open fds and
+	 * the lock's flock follow the directory */
+	if (!rc && rename(old_dir, base) < 0)
+		rc = -errno;
+	if (rc) {
+		snprintf(msg, msg_size,
+			 "cannot move the cache slot %s to %s: %s", old_dir,
+			 base, strerror(-rc));
+		free(base);
+		free(dir);
+		return rc;
+	}
+	if (first) {
+		/* other mounts' slots of the old sandbox stay where they were
+		 */
+		char from[4200], to[4200];
+		snprintf(from, sizeof(from), "%s/" HOLDER_SLOTS_DIR, base);
+		snprintf(to, sizeof(to), "%s/" HOLDER_SLOTS_DIR, old_base);
+		if (access(from, F_OK) == 0 &&
+		    ((mkdir(old_base, 0700) < 0 && errno != EEXIST) ||
+		     rename(from, to) < 0))
+			log_error("cannot move %s back to %s: %s", from, to,
+				  strerror(errno));
+	}
+	pthread_mutex_lock(&c->lock);
+	rc = retire_paths(c);
+	if (!rc) {
+		c->base = base;
+		c->dir = dir;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc) {
+		/* the paths say the old place; the fds are right */
+		free(base);
+		free(dir);
+	}
+	return 0;
+}
+
 static void cfile_free(struct cache *c, struct cfile *cf);
 
 void cache_release(struct cache *c)
@@ -180,6 +249,9 @@ void cache_release(struct cache *c)
 	free(c->all);
 	free(c->dir);
 	free(c->base);
+	for (size_t i = 0; i < c->n_old_paths; i++)
+		free(c->old_paths[i]);
+	free(c->old_paths);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->changed);
 	free(c);

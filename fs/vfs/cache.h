@@ -53,6 +53,16 @@ int cache_init(struct cache **ret, const char *cache_dir,
 void cache_release(struct cache *c);
 /* CACHE_DIR/<sandbox id>, for messages. */
 const char *cache_dir(const struct cache *c);
+/*
+ * cache_move() - after a restore moved the mount to sandbox @sandbox_id:
+ * this mount's slot, as it is, becomes CACHE_DIR/<sandbox_id> (a rename:
+ * open files, the journal and the lock go with it), so that a mount of
+ * that sandbox after a crash finds what was still to upload. Other
+ * mounts' slots stay under the old id. 0, or a negative errno with the
+ * reason in @msg (the cache then stays where it was).
+ */
+int cache_move(struct cache *c, const char *sandbox_id, char *msg,
+	       size_t msg_size);
 
 /* n->cf, made if missing. Caller holds the node lock. NULL on ENOMEM. */
 struct cfile *cache_attach(struct cache *c, struct node *n);

@@ -152,8 +152,12 @@ struct left {
 };
 
 struct cache {
-	char *base;            /* CACHE_DIR/<sandbox id> */
-	char *dir;             /* this mount's slot of it (holder.h) */
+	/* both moved by cache_move() (a restore), read without the lock;
+	 * the paths they held are kept in @old_paths until the release */
+	char *_Atomic base; /* CACHE_DIR/<sandbox id> */
+	char *_Atomic dir;  /* this mount's slot of it (holder.h) */
+	char **old_paths;   /* under @lock */
+	size_t n_old_paths;
 	struct node_table *nt; /* the nodes the cfiles belong to */
 	int dir_fd;            /* @dir */
 	int files_fd;          /* .../files */
