@@ -166,6 +166,9 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 	 * "unknown" to find and fts, as on sshfs and btrfs; an orphan has
 	 * no name left */
 	st->st_nlink = n->unlinked ? 0 : 1;
+	/* and its other names made here (hard links) */
+	for (const struct node *l = n->links; l; l = l->link_next)
+		st->st_nlink += !node_negative(&fs->nodes, l, mono_ms());
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_size = a->size;
@@ -226,6 +229,18 @@ void reply_node_entry(fuse_req_t req, struct osbfs *fs, struct node *n)
 {
 	struct fuse_entry_param e;
 	pthread_mutex_lock(&fs->nodes.lock);
+	if (n->link_to) {
+		/* another name of a file: the kernel gets the file, with
+		 * what the sandbox just said of this name if it knows no
+		 * better (the names share one inode there too) */
+		struct node *f = n->link_to;
+		if (!f->attr_valid && n->attr_valid) {
+			f->attr = n->attr;
+			f->attr_valid = true;
+			f->attr_expiry = n->attr_expiry;
+		}
+		n = f;
+	}
 	fill_entry(fs, n, &e);
 	n->nlookup++;
 	pthread_mutex_unlock(&fs->nodes.lock);

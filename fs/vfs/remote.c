@@ -1384,6 +1384,22 @@ int remote_symlink(struct osbfs *fs, const char *target, const char *path)
 	return rc;
 }
 
+int remote_link(struct osbfs *fs, const char *src, const char *path)
+{
+	int rc = path_check(src);
+	if (!rc)
+		rc = path_check(path);
+	if (rc)
+		return rc;
+	/* -T: a directory made at @path meanwhile is not linked into */
+	char *cmd = shell_cmd("ln -T -- %s %s", src, path);
+	if (!cmd)
+		return -ENOMEM;
+	rc = shell_do(fs, cmd, SHELL_ONCE, "link", path, NULL);
+	free(cmd);
+	return rc;
+}
+
 int remote_readlink(struct osbfs *fs, const char *path, char **ret)
 {
 	char *out = NULL;

@@ -144,6 +144,8 @@ int remote_unpack(struct osbfs *fs, const struct rupload *u,
 		  const struct rtimes *t, size_t n, int tmp_fd);
 
 int remote_symlink(struct osbfs *fs, const char *target, const char *path);
+/* A hard link @path to the file @src, by a command run at most once. */
+int remote_link(struct osbfs *fs, const char *src, const char *path);
 int remote_readlink(struct osbfs *fs, const char *path, char **ret);
 int remote_statfs(struct osbfs *fs, const char *path, struct statvfs *ret);
 
