@@ -184,6 +184,7 @@ static void link_drop(struct node *alias)
 		*pp = alias->link_next;
 	alias->link_to = NULL;
 	alias->link_next = NULL;
+	alias->link_later = false;
 }
 
 /* @n's name goes, and it has others: it takes the first one's place

@@ -107,6 +107,9 @@ struct node {
 	struct node *link_to;
 	struct node *links;
 	struct node *link_next;
+	/* a second name of a file not in the sandbox yet: the link is made
+	 * there after the file's upload (writeback.c) */
+	bool link_later;
 
 	/* setuid, setgid and sticky, which the file API never reports
 	 * (special.h): the bits last known, shown in attr.mode */

@@ -354,7 +354,8 @@ static int attr_get(struct osbfs *fs, struct held *h, struct fattr *ret,
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return -ENOENT;
 	}
-	if (node_has_local(fs, h->n) ||
+	/* a link still to make in the sandbox is known here only */
+	if (node_has_local(fs, h->n) || h->n->link_later ||
 	    (node_attr_fresh(&fs->nodes, h->n, now) &&
 	     !(bits && node_bits_unknown(fs, h->n)))) {
 		if (ret)
@@ -498,8 +499,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	struct node *c = node_child(&fs->nodes, p, name);
 	bool listed = node_list_fresh(&fs->nodes, p, now);
-	if (c &&
-	    (node_has_local(fs, c) || node_attr_fresh(&fs->nodes, c, now))) {
+	if (c && (node_has_local(fs, c) || c->link_later ||
+		  node_attr_fresh(&fs->nodes, c, now))) {
 		pthread_mutex_unlock(&fs->nodes.lock);
 		reply_node_entry(req, fs, c);
 		return;

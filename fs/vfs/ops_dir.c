@@ -693,7 +693,8 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		pthread_rwlock_wrlock(&fs->path_lock);
 		pthread_mutex_lock(&fs->nodes.lock);
 		bool only_local =
-			h.n->cf && cache_only_local(fs->cache, h.n->cf);
+			(h.n->cf && cache_only_local(fs->cache, h.n->cf)) ||
+			h.n->link_later;
 		pthread_mutex_unlock(&fs->nodes.lock);
 		/* made here and never uploaded: nothing to delete there */
 		if (!only_local)
@@ -759,7 +760,11 @@ static int rename_send(struct osbfs *fs, const struct held *src,
 	pthread_mutex_lock(&fs->nodes.lock);
 	bool src_linked = src->n->links || src->n->link_to;
 	bool dst_linked = dst->n->links || dst->n->link_to;
+	bool src_later = src->n->link_later;
 	pthread_mutex_unlock(&fs->nodes.lock);
+	/* a link still to make goes to the new name, over what is there */
+	if (src_later)
+		return 0;
 	bool src_local = scf && cache_only_local(fs->cache, scf);
 	bool dst_local = dcf && cache_only_local(fs->cache, dcf);
 	bool over = da && !dst_local; /* what the sandbox has there goes */
@@ -880,16 +885,16 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	rc = dst_exists ? link_heir_path(fs, &dst, &heir) : 0;
 	if (rc)
 		goto out;
-	if (dst_exists && da.type == OSB_FILE && !heir &&
-	    !link_alias(fs, &dst))
+	if (dst_exists && da.type == OSB_FILE && !heir && !link_alias(fs, &dst))
 		file_keep_for_readers(fs, &dst);
 	/* a directory made here goes to the sandbox first, so that the
 	 * sandbox's mv has it to move, and so does the one it goes into */
 	if (sa.type == OSB_DIR)
 		rc = dir_made(fs, src.n);
 	pthread_mutex_lock(&fs->nodes.lock);
-	bool only_here = sa.type != OSB_DIR && src.n->cf &&
-			 cache_only_local(fs->cache, src.n->cf);
+	bool only_here = (sa.type != OSB_DIR && src.n->cf &&
+			  cache_only_local(fs->cache, src.n->cf)) ||
+			 src.n->link_later;
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (!rc && !only_here)
 		rc = parent_made(fs, &dst);
@@ -1096,33 +1101,39 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		int drc = node_attr(fs, &dst, &da);
 		rc = drc == 0 ? -EEXIST : drc == -ENOENT ? 0 : drc;
 	}
-	/* the bytes written so far are the file's in the sandbox first */
+	/* a file the sandbox has not seen yet gets the link after its
+	 * upload: git links each new object to its name, then removes the
+	 * first name, which then costs nothing; else the bytes written so
+	 * far go first */
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct cfile *cf = src.n ? src.n->cf : NULL;
 	if (cf)
 		cache_ref(fs->cache, cf);
 	pthread_mutex_unlock(&fs->nodes.lock);
-	if (!rc && cf && cache_is_dirty(fs->cache, cf))
+	bool later = !rc && cf && cache_only_local(fs->cache, cf);
+	if (!rc && !later && cf && cache_is_dirty(fs->cache, cf))
 		rc = wb_flush_bytes(fs, cf);
 	if (cf)
 		cache_unref(fs->cache, cf);
-	if (!rc)
+	if (!rc && !later)
 		rc = parent_made(fs, &dst);
 	if (!rc)
 		rc = lefts_clear(fs, dst.path);
 	if (!rc) {
 		pthread_rwlock_wrlock(&fs->path_lock);
-		rc = remote_link(fs, src.path, dst.path);
+		rc = later ? 0 : remote_link(fs, src.path, dst.path);
 		if (!rc) {
 			pthread_mutex_lock(&fs->nodes.lock);
 			struct node *f = node_file(src.n);
 			node_link_add(f, dst.n);
+			dst.n->link_later = later;
 			node_set_attr(dst.n, &f->attr,
 				      mono_ms() + fs->opt->attr_timeout_ms);
 			if (dst.n->parent)
 				dir_changed(fs, dst.n->parent, dst.n);
 			/* the link moved the file's ctime there */
-			node_changed_here(fs, f, NULL);
+			if (!later)
+				node_changed_here(fs, f, NULL);
 			pthread_mutex_unlock(&fs->nodes.lock);
 		}
 		pthread_rwlock_unlock(&fs->path_lock);
