@@ -177,6 +177,8 @@ struct node *node_link_heir(const struct node *n)
 /* @alias is no longer a name of its file. */
 static void link_drop(struct node *alias)
 {
+	if (!alias->link_to)
+		return;
 	struct node **pp = &alias->link_to->links;
 	while (*pp && *pp != alias)
 		pp = &(*pp)->link_next;
