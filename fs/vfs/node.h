@@ -99,6 +99,18 @@ struct node {
 
 	char *link_target; /* cached readlink */
 
+	/* hard links made through the mount (ARCHITECTURE.md "Hard
+	 * links"): a second name of a file is a node of its own in the
+	 * tree, with link_to its file's node, which every op and the kernel
+	 * see (this node's ino is never given out); that node chains its
+	 * other names from links, by link_next */
+	struct node *link_to;
+	struct node *links;
+	struct node *link_next;
+	/* a second name of a file not in the sandbox yet: the link is made
+	 * there after the file's upload (writeback.c) */
+	bool link_later;
+
 	/* setuid, setgid and sticky, which the file API never reports
 	 * (special.h): the bits last known, shown in attr.mode */
 	mode_t special;
@@ -190,8 +202,18 @@ struct node *node_child(struct node_table *nt, struct node *parent,
  * on ENOMEM. */
 struct node *node_child_get(struct node_table *nt, struct node *parent,
 			    const char *name);
-/* Detaches @n from the tree (it keeps its inode until forgotten). */
+/* Detaches @n from the tree (it keeps its inode until forgotten). A
+ * file with other names (links) is not detached: it takes the place of
+ * one of them instead, which goes. */
 void node_unlink(struct node_table *nt, struct node *n);
+/* The node of @n's file: @n, or the one it is another name of. */
+struct node *node_file(struct node *n);
+/* Makes @alias (a name in the tree, of no file yet) another name of
+ * @n's file. */
+void node_link_add(struct node *n, struct node *alias);
+/* The name @n's file takes when its own goes (node_unlink), NULL when
+ * it has no other. */
+struct node *node_link_heir(const struct node *n);
 /* Moves @n to (@parent, @name); an existing node there is unlinked
  * first. 0 or -ENOMEM. */
 int node_move(struct node_table *nt, struct node *n, struct node *parent,

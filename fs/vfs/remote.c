@@ -1498,6 +1498,65 @@ int remote_symlink(struct osbfs *fs, const char *target, const char *path)
 	return rc;
 }
 
+int remote_link(struct osbfs *fs, const char *src, const char *path)
+{
+	int rc = path_check(src);
+	if (!rc)
+		rc = path_check(path);
+	if (rc)
+		return rc;
+	/* -T: a directory made at @path meanwhile is not linked into */
+	char *cmd = shell_cmd("ln -T -- %s %s", src, path);
+	if (!cmd)
+		return -ENOMEM;
+	rc = shell_do(fs, cmd, SHELL_ONCE, "link", path, NULL);
+	free(cmd);
+	return rc;
+}
+
+int remote_links_later(struct osbfs *fs, char *const *srcs, char *const *paths,
+		       size_t n)
+{
+	char *script = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&script, &len);
+	if (!f)
+		return -ENOMEM;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < n; i++) {
+		rc = path_check(srcs[i]);
+		if (!rc)
+			rc = path_check(paths[i]);
+		const char *slash = strrchr(paths[i], '/');
+		char *dir = rc || !slash ? NULL :
+					   strndup(paths[i],
+						   (size_t)(slash - paths[i]));
+		char *qd = dir ? osb_shell_quote(*dir ? dir : "/") : NULL;
+		char *line = qd ? shell_cmd("[ %s -ef %s ] || { mkdir -p -- ",
+					    paths[i], srcs[i]) :
+				  NULL;
+		char *tail = line ? shell_cmd(" && ln -fT -- %s %s; } || e=1\n",
+					      srcs[i], paths[i]) :
+				    NULL;
+		if (!rc && !tail)
+			rc = -ENOMEM;
+		if (!rc)
+			fprintf(f, "%s%s%s", line, qd, tail);
+		free(dir);
+		free(qd);
+		free(line);
+		free(tail);
+	}
+	if (!rc)
+		fputs("exit ${e:-0}\n", f);
+	if (fclose(f) && !rc)
+		rc = -ENOMEM;
+	if (!rc)
+		rc = shell_do(fs, script, SHELL_ONCE, "link", paths[0], NULL);
+	free(script);
+	return rc;
+}
+
 int remote_readlink(struct osbfs *fs, const char *path, char **ret)
 {
 	char *out = NULL;

@@ -149,6 +149,14 @@ int remote_unpack(struct osbfs *fs, const struct rupload *u,
 		  const struct rtimes *t, size_t n, int tmp_fd);
 
 int remote_symlink(struct osbfs *fs, const char *target, const char *path);
+/* A hard link @path to the file @src, by a command run at most once. */
+int remote_link(struct osbfs *fs, const char *src, const char *path);
+/* Hard links @paths[i] to the files @srcs[i], made after those files'
+ * upload, in one command run at most once: a name that is a link to its
+ * file already is left, anything else there is replaced, and missing
+ * directories on the way are made. */
+int remote_links_later(struct osbfs *fs, char *const *srcs, char *const *paths,
+		       size_t n);
 int remote_readlink(struct osbfs *fs, const char *path, char **ret);
 int remote_statfs(struct osbfs *fs, const char *path, struct statvfs *ret);
 

@@ -816,6 +816,74 @@ static void try_pack(struct osbfs *fs, struct writeback *wb,
 	free(tdrop);
 }
 
+/*
+ * The links made here to files of a batch before the sandbox had them
+ * (node.h link_later), made now that it has them: one command for all,
+ * before the times command, so that the ctime it prints is the one the
+ * links left. 0 or -errno (the batch is then retried, and so are they).
+ */
+static int links_later(struct osbfs *fs, struct item *items, size_t n)
+{
+	char **srcs = NULL, **dsts = NULL;
+	struct node **al = NULL;
+	size_t k = 0, cap = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct item *it = &items[i];
+		struct node *f = it->skip || it->m.dir ? NULL : it->cf->node;
+		for (struct node *a = f ? f->links : NULL; !rc && a;
+		     a = a->link_next) {
+			if (!a->link_later)
+				continue;
+			if (k == cap) {
+				cap = cap ? cap * 2 : 8;
+				char **s = realloc(srcs, cap * sizeof(*s));
+				srcs = s ? s : srcs;
+				char **d = realloc(dsts, cap * sizeof(*d));
+				dsts = d ? d : dsts;
+				struct node **l = realloc(al, cap * sizeof(*l));
+				al = l ? l : al;
+				if (!s || !d || !l) {
+					rc = -ENOMEM;
+					break;
+				}
+			}
+			srcs[k] = strdup(it->path);
+			dsts[k] = node_path(&fs->nodes, a);
+			if (!srcs[k] || !dsts[k]) {
+				free(srcs[k]);
+				free(dsts[k]);
+				rc = -ENOMEM;
+				break;
+			}
+			al[k++] = a;
+			node_ref(a);
+		}
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!rc && k)
+		rc = remote_links_later(fs, srcs, dsts, k);
+	if (rc && k)
+		log_error("%zu link(s) to files just uploaded, first %s, could "
+			  "not be made in the sandbox (%s): retried",
+			  k, dsts[0], strerror(-rc));
+	pthread_mutex_lock(&fs->nodes.lock);
+	for (size_t j = 0; j < k; j++) {
+		if (!rc)
+			al[j]->link_later = false;
+		node_unref(&fs->nodes, al[j]);
+		free(srcs[j]);
+		free(dsts[j]);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	free(srcs);
+	free(dsts);
+	free(al);
+	return rc;
+}
+
 static void run_batch(struct osbfs *fs, struct writeback *wb,
 		      struct item *items, size_t n)
 {
@@ -919,6 +987,8 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 	free(tix);
 	if (!rc && nu)
 		rc = remote_upload(fs, ups, nu);
+	if (!rc)
+		rc = links_later(fs, items, n);
 	if (!rc && nt && remote_times(fs, times, nt) != 0) {
 		/* the data is there; only the times are off */
 		log_error("could not set the times of %zu uploaded file(s), "
