@@ -286,3 +286,53 @@ def test_git_init_commit_and_clone_in_the_mount(server, mount):
         % mount.spath("copy"))
     assert code == 0, err
     assert out.split() == ["two", "one"]
+
+
+def test_a_link_still_to_make_outlives_kill9(server, make_mount, tmp_path):
+    """A link to a file not uploaded yet waits for the upload; its record
+    is in the journal meanwhile (following its renames, gone with its
+    name), so the next mount makes it after the upload, once."""
+    cache = str(tmp_path / "cache")
+    m = make_mount(options=["writeback_delay=1h"], cache_dir=cache)
+    sid = m.sandbox_id
+    write(m.p("a"), b"first")
+    os.link(m.p("a"), m.p("b"))
+    # the link moves, and so does the directory it is in
+    write(m.p("c"), b"second")
+    os.mkdir(m.p("d"))
+    os.link(m.p("c"), m.p("d", "e"))
+    os.rename(m.p("d", "e"), m.p("d", "f"))
+    os.rename(m.p("d"), m.p("d2"))
+    # no longer to make
+    write(m.p("g"), b"third")
+    os.link(m.p("g"), m.p("h"))
+    os.unlink(m.p("h"))
+    # git's way: a move
+    write(m.p("tmp"), b"object")
+    os.link(m.p("tmp"), m.p("obj"))
+    os.unlink(m.p("tmp"))
+    m.kill9()
+    assert server.stat(sid, m.spath("a")) is None
+    m2 = make_mount(sandbox_id=sid, create=False, cache_dir=cache)
+    sa, sb = os.stat(m2.p("a")), os.stat(m2.p("b"))
+    assert sa.st_ino == sb.st_ino and sa.st_nlink == 2
+    # a directory holding a link still to make is not empty
+    with pytest.raises(OSError) as e:
+        os.rmdir(m2.p("d2"))
+    assert e.value.errno == errno.ENOTEMPTY
+    ctl(m2, "sync")
+    for x, y, data in (("a", "b", b"first"), ("c", "d2/f", b"second")):
+        (lx, ix), (ly, iy) = sandbox_links(server, m2, x, y)
+        assert lx == ly == 2 and ix == iy, (x, y)
+        assert server.read_file(sid, m2.spath(y)) == data
+    assert server.stat(sid, m2.spath("d2", "e")) is None
+    assert server.stat(sid, m2.spath("h")) is None
+    assert sandbox_links(server, m2, "g")[0][0] == 1
+    assert server.stat(sid, m2.spath("tmp")) is None
+    assert server.read_file(sid, m2.spath("obj")) == b"object"
+    m2.stop()
+    # made: a third mount has nothing more to make
+    m3 = make_mount(sandbox_id=sid, create=False, cache_dir=cache)
+    assert sorted(n for n in os.listdir(m3.p()) if not n.startswith(".")) == \
+        ["a", "b", "c", "d2", "g", "obj"]
+    assert sandbox_links(server, m3, "a")[0][0] == 2

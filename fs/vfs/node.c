@@ -174,11 +174,15 @@ struct node *node_link_heir(const struct node *n)
 	return n->links;
 }
 
-/* @alias is no longer a name of its file. */
-static void link_drop(struct node *alias)
+/* @alias is no longer a name of its file: a link still to make in the
+ * sandbox is not to be made (said to @nt's on_link_gone; @nt NULL: the
+ * table is being freed, and what is still to make stays so). */
+static void link_drop(struct node_table *nt, struct node *alias)
 {
 	if (!alias->link_to)
 		return;
+	if (nt && alias->link_later && nt->on_link_gone)
+		nt->on_link_gone(alias, nt->on_free_arg);
 	struct node **pp = &alias->link_to->links;
 	while (*pp && *pp != alias)
 		pp = &(*pp)->link_next;
@@ -195,7 +199,7 @@ static void link_inherit(struct node_table *nt, struct node *n)
 {
 	struct node *heir = n->links;
 	struct node *parent = heir->parent;
-	link_drop(heir);
+	link_drop(nt, heir);
 	name_remove(nt, heir);
 	name_remove(nt, n);
 	/* the names are swapped: the heir, gone, keeps one to log */
@@ -214,9 +218,9 @@ static void link_inherit(struct node_table *nt, struct node *n)
 static void node_free(struct node_table *nt, struct node *n)
 {
 	if (n->link_to)
-		link_drop(n);
+		link_drop(NULL, n);
 	while (n->links)
-		link_drop(n->links);
+		link_drop(NULL, n->links);
 	if (nt->on_free)
 		nt->on_free(n, nt->on_free_arg);
 	free(n->name);
@@ -294,7 +298,7 @@ void node_unlink(struct node_table *nt, struct node *n)
 	if (!n->parent)
 		return;
 	if (n->link_to)
-		link_drop(n);
+		link_drop(nt, n);
 	if (n->links && n->links->parent) {
 		link_inherit(nt, n);
 		return;

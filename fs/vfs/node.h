@@ -108,8 +108,10 @@ struct node {
 	struct node *links;
 	struct node *link_next;
 	/* a second name of a file not in the sandbox yet: the link is made
-	 * there after the file's upload (writeback.c) */
+	 * there after the file's upload (writeback.c), and link_id is its
+	 * journal record's (cache.h cache_link_add; 0: none) */
 	bool link_later;
+	uint64_t link_id;
 
 	/* setuid, setgid and sticky, which the file API never reports
 	 * (special.h): the bits last known, shown in attr.mode */
@@ -188,6 +190,10 @@ struct node_table {
 	/* called when a node is freed (with the lock held) */
 	void (*on_free)(struct node *n, void *arg);
 	void *on_free_arg;
+	/* called when a name still to link in the sandbox (link_later)
+	 * stops being one of its file's (the lock held): removed, moved
+	 * over, or taken by the file itself; with on_free_arg */
+	void (*on_link_gone)(struct node *alias, void *arg);
 };
 
 int node_table_init(struct node_table *nt, const char *root_path);

@@ -608,7 +608,8 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = 0; /* made here, not in the sandbox yet */
 		local_only = true;
 	}
-	if (!rc && (n || cache_dirty_below(fs->cache, h.n, true)))
+	if (!rc && (n || cache_dirty_below(fs->cache, h.n, true) ||
+		    cache_links_below(fs->cache, h.path)))
 		rc = -ENOTEMPTY;
 	if (!rc)
 		rc = rmdir_send(fs, &h, name, local_only);
@@ -881,7 +882,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* a directory is replaced only when empty: files below it that the
 	 * sandbox has not seen yet count (the sandbox's mv would not know) */
 	if (!rc && dst_exists && da.type == OSB_DIR &&
-	    cache_dirty_below(fs->cache, dst.n, true))
+	    (cache_dirty_below(fs->cache, dst.n, true) ||
+	     cache_links_below(fs->cache, dst.path)))
 		rc = -ENOTEMPTY;
 	if (rc)
 		goto out;
@@ -908,6 +910,16 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		struct cfile *cf = src.n->cf;
 		pthread_mutex_unlock(&fs->nodes.lock);
 		rc = record_move(fs, cf, dst.path);
+		if (rc)
+			goto out;
+	}
+	/* a link still to make is made at the new name */
+	pthread_mutex_lock(&fs->nodes.lock);
+	uint64_t lid = src.n->link_later ? src.n->link_id : 0;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (lid) {
+		/* (a name of another's file: no record of its own moved) */
+		rc = cache_link_move(fs->cache, lid, dst.path);
 		if (rc)
 			goto out;
 	}
@@ -942,13 +954,17 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		else if (!rc && moved)
 			special_touched(fs, src.n);
 		pthread_mutex_unlock(&fs->nodes.lock);
-		if (sa.type == OSB_DIR)
+		if (sa.type == OSB_DIR) {
 			cache_records_follow(fs->cache, src.n);
+			cache_links_follow(fs->cache, src.path, dst.path);
+		}
 		if (heir)
 			xattrs_move(fs->xattrs, dst.path, heir);
 		xattrs_move(fs->xattrs, src.path, dst.path);
 	} else if (sa.type == OSB_FILE) {
 		record_move(fs, scf, src.path); /* it stays where it was */
+		if (lid)
+			cache_link_move(fs->cache, lid, src.path);
 	}
 	if (heir && rc) {
 		pthread_mutex_lock(&fs->nodes.lock);
@@ -1080,6 +1096,41 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 }
 
 /*
+ * Before a link to @cf's file (NULL: one the cache has no content of) at
+ * @dst: *ret_later says whether it is made after the file's upload, and
+ * path_lock is held for writing on success. A file the sandbox has not
+ * seen yet gets the link after its upload: git links each new object to
+ * its name, then removes the first name, which then costs nothing; else
+ * the bytes written so far go first, and the directory it goes in. An
+ * upload that took the file while it waited for the lock makes it one
+ * the sandbox has. 0 or -errno.
+ */
+static int link_prepare(struct osbfs *fs, struct held *dst, struct cfile *cf,
+			bool *ret_later)
+{
+	for (int tries = 0;; tries++) {
+		bool later = cf && cache_only_local(fs->cache, cf);
+		int rc = 0;
+		if (!later && cf && cache_is_dirty(fs->cache, cf))
+			rc = wb_flush_bytes(fs, cf);
+		if (!rc && !later)
+			rc = parent_made(fs, dst);
+		if (!rc)
+			rc = lefts_clear(fs, dst->path);
+		if (rc)
+			return rc;
+		pthread_rwlock_wrlock(&fs->path_lock);
+		if (!later || cache_only_local(fs->cache, cf)) {
+			*ret_later = later;
+			return 0;
+		}
+		pthread_rwlock_unlock(&fs->path_lock);
+		if (tries == 2)
+			return -EAGAIN; /* never seen: each upload waits */
+	}
+}
+
+/*
  * link(2): made in the sandbox by a command run at most once, after the
  * file's pending upload (ARCHITECTURE.md "Hard links"); here the new
  * name is another name of the same node, so both show one inode.
@@ -1112,32 +1163,31 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		int drc = node_attr(fs, &dst, &da);
 		rc = drc == 0 ? -EEXIST : drc == -ENOENT ? 0 : drc;
 	}
-	/* a file the sandbox has not seen yet gets the link after its
-	 * upload: git links each new object to its name, then removes the
-	 * first name, which then costs nothing; else the bytes written so
-	 * far go first */
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct cfile *cf = src.n ? src.n->cf : NULL;
 	if (cf)
 		cache_ref(fs->cache, cf);
 	pthread_mutex_unlock(&fs->nodes.lock);
-	bool later = !rc && cf && cache_only_local(fs->cache, cf);
-	if (!rc && !later && cf && cache_is_dirty(fs->cache, cf))
-		rc = wb_flush_bytes(fs, cf);
+	bool later = false;
+	uint64_t lid = 0;
+	if (!rc)
+		rc = link_prepare(fs, &dst, cf, &later);
+	/* its record first: a crash before the upload loses no name */
+	if (!rc && later) {
+		rc = cache_link_add(fs->cache, cf, dst.path, &lid);
+		if (rc)
+			pthread_rwlock_unlock(&fs->path_lock);
+	}
 	if (cf)
 		cache_unref(fs->cache, cf);
-	if (!rc && !later)
-		rc = parent_made(fs, &dst);
-	if (!rc)
-		rc = lefts_clear(fs, dst.path);
 	if (!rc) {
-		pthread_rwlock_wrlock(&fs->path_lock);
 		rc = later ? 0 : remote_link(fs, src.path, dst.path);
 		if (!rc) {
 			pthread_mutex_lock(&fs->nodes.lock);
 			struct node *f = node_file(src.n);
 			node_link_add(f, dst.n);
 			dst.n->link_later = later;
+			dst.n->link_id = lid;
 			node_set_attr(dst.n, &f->attr,
 				      mono_ms() + fs->opt->attr_timeout_ms);
 			if (dst.n->parent)

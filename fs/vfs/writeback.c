@@ -871,8 +871,12 @@ static int links_later(struct osbfs *fs, struct item *items, size_t n)
 			  k, dsts[0], strerror(-rc));
 	pthread_mutex_lock(&fs->nodes.lock);
 	for (size_t j = 0; j < k; j++) {
-		if (!rc)
+		/* in the sandbox: its record goes (one moved or removed
+		 * meanwhile went with its name) */
+		if (!rc && al[j]->link_later) {
+			cache_link_gone(al[j], fs->cache);
 			al[j]->link_later = false;
+		}
 		node_unref(&fs->nodes, al[j]);
 		free(srcs[j]);
 		free(dsts[j]);
