@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from mounthelp import assert_conflict_kept
 from osbtest import execd_routes, wait_until
 
 
@@ -336,3 +337,24 @@ def test_a_link_still_to_make_outlives_kill9(server, make_mount, tmp_path):
     assert sorted(n for n in os.listdir(m3.p()) if not n.startswith(".")) == \
         ["a", "b", "c", "d2", "g", "obj"]
     assert sandbox_links(server, m3, "a")[0][0] == 2
+
+
+def test_a_conflict_on_a_linked_file_keeps_the_link(server, make_mount):
+    """Their version is copied aside (a move would take the shared inode
+    with it) and ours goes into the inode both names share."""
+    m = make_mount(options=["writeback_delay=1h", "attr_timeout=0"])
+    sid = m.sandbox_id
+    write(m.p("a"), b"base")
+    ctl(m, "sync")
+    os.link(m.p("a"), m.p("b"))
+    with open(m.p("a"), "ab") as f:
+        f.write(b" + ours")
+    # written in place in the sandbox: both names there have it
+    code, _, err = server.run(sid, "printf 'theirs, meanwhile' > %s" % m.spath("a"))
+    assert code == 0, err
+    ctl(m, "sync")
+    assert_conflict_kept(server, m, "a", b"base + ours", b"theirs, meanwhile")
+    assert server.read_file(sid, m.spath("b")) == b"base + ours"
+    (la, ia), (lb, ib) = sandbox_links(server, m, "a", "b")
+    assert la == lb == 2 and ia == ib
+    assert read(m.p("b")) == b"base + ours"

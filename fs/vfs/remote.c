@@ -1514,6 +1514,21 @@ int remote_link(struct osbfs *fs, const char *src, const char *path)
 	return rc;
 }
 
+int remote_copy(struct osbfs *fs, const char *src, const char *path)
+{
+	int rc = path_check(src);
+	if (!rc)
+		rc = path_check(path);
+	if (rc)
+		return rc;
+	char *cmd = shell_cmd("cp -pT -- %s %s", src, path);
+	if (!cmd)
+		return -ENOMEM;
+	rc = shell_do(fs, cmd, SHELL_ONCE, "copy", path, NULL);
+	free(cmd);
+	return rc;
+}
+
 int remote_links_later(struct osbfs *fs, char *const *srcs, char *const *paths,
 		       size_t n)
 {

@@ -157,6 +157,9 @@ int remote_link(struct osbfs *fs, const char *src, const char *path);
  * directories on the way are made. */
 int remote_links_later(struct osbfs *fs, char *const *srcs, char *const *paths,
 		       size_t n);
+/* A copy of the file @src at the new name @path (mode and times kept),
+ * by a command run at most once. */
+int remote_copy(struct osbfs *fs, const char *src, const char *path);
 int remote_readlink(struct osbfs *fs, const char *path, char **ret);
 int remote_statfs(struct osbfs *fs, const char *path, struct statvfs *ret);
 

@@ -262,15 +262,38 @@ char *wb_conflict_path(const char *path, time_t when)
 	return out;
 }
 
-/* The sandbox's copy changed since ours was taken from it: keep theirs
- * as NAME.conflict-<time>. */
+/* Whether @it's file has other names in the sandbox (hard links made
+ * here). */
+static bool item_linked(struct osbfs *fs, const struct item *it)
+{
+	bool linked = false;
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *n = it->cf->node;
+	for (struct node *a = n ? n->links : NULL; a; a = a->link_next)
+		linked |= !a->link_later;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return linked;
+}
+
+/* The sandbox's copy (@remote) changed since ours was taken from it:
+ * keep theirs as NAME.conflict-<time>. Moved there, unless the file has
+ * other names there: then copied, and ours goes into the same inode
+ * (an upload writes in place), so that every name keeps the file as it
+ * is shown here; their version is the base until it lands. */
 static int resolve_conflict(struct osbfs *fs, struct writeback *wb,
-			    struct item *it)
+			    struct item *it, const struct fattr *remote)
 {
 	char *aside = wb_conflict_path(it->path, time(NULL));
 	if (!aside)
 		return -ENOMEM;
-	int rc = remote_rename(fs, it->path, aside, false, false);
+	bool linked = item_linked(fs, it);
+	int rc = linked ? remote_copy(fs, it->path, aside) :
+			  remote_rename(fs, it->path, aside, false, false);
+	if (!rc && linked) {
+		pthread_mutex_lock(&fs->cache->lock);
+		cache_set_base(it->cf, remote);
+		pthread_mutex_unlock(&fs->cache->lock);
+	}
 	if (!rc) {
 		log_error("%s was changed in the sandbox while it had local "
 			  "changes: their version kept as %s",
@@ -360,7 +383,7 @@ static int check_one(struct osbfs *fs, struct writeback *wb, struct item *it,
 		pthread_mutex_unlock(&fs->cache->lock);
 		return 0;
 	}
-	return resolve_conflict(fs, wb, it);
+	return resolve_conflict(fs, wb, it, remote);
 }
 
 static char *parent_of(const char *path)
