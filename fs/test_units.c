@@ -838,15 +838,23 @@ static void test_specials_parse(void)
 		     "81a4\n"
 		     "81a4 \n"
 		     "81a4 746\n"
-		     "ffffffff 74";
+		     "ffffffff 74\n"
+		     /* a file with a second name, and lines that lie */
+		     "81a4 2 1234 6c\n"
+		     "81a4 x 1234 6c\n"
+		     "41ed 2 99 64";
 	struct rdent *d = NULL;
 	size_t n = 0;
 	CHECK(remote_specials_parse(out, &d, &n) == 0);
-	CHECK(n == 3);
+	CHECK(n == 5);
 	CHECK(n >= 1 && strcmp(d[0].name, "a/b") == 0 &&
-	      d[0].attr.mode == 04755 && d[0].attr.mode_full);
+	      d[0].attr.mode == 04755 && d[0].attr.mode_full && !d[0].nlink);
 	CHECK(n >= 2 && strcmp(d[1].name, "t") == 0 && d[1].attr.mode == 01777);
 	CHECK(n >= 3 && d[2].attr.mode == 07777); /* masked */
+	CHECK(n >= 4 && strcmp(d[3].name, "l") == 0 && d[3].nlink == 2 &&
+	      d[3].ino == 1234 && d[3].attr.mode == 0644);
+	/* a directory's count is not of links */
+	CHECK(n >= 5 && strcmp(d[4].name, "d") == 0 && !d[4].nlink);
 	rdent_array_free(d, n);
 	CHECK(remote_specials_parse(NULL, &d, &n) == 0 && n == 0);
 	rdent_array_free(d, n);

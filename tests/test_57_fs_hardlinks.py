@@ -358,3 +358,45 @@ def test_a_conflict_on_a_linked_file_keeps_the_link(server, make_mount):
     (la, ia), (lb, ib) = sandbox_links(server, m, "a", "b")
     assert la == lb == 2 and ia == ib
     assert read(m.p("b")) == b"base + ours"
+
+
+def test_links_the_sandbox_makes_show_as_one_inode(server, mount):
+    """The command a listing runs for the special bits of new entries
+    says the link count and inode of files with other names: a name the
+    kernel never had becomes another name of its file, and a name that
+    stops being one is a file of its own again. No request more."""
+    sid = mount.sandbox_id
+    os.mkdir(mount.p("d"))
+    write(mount.p("a"), b"shared")
+    ctl(mount, "sync")
+    ino = os.stat(mount.p("a")).st_ino
+    code, _, err = server.run(sid, "ln %s %s && ln %s %s" % (
+        mount.spath("a"), mount.spath("b"), mount.spath("a"), mount.spath("d", "c")))
+    assert code == 0, err
+    listed = wait_until(
+        lambda: {e.name: e.inode() for e in os.scandir(mount.p())
+                 if e.name == "b"}, 10, "b listed")
+    assert listed["b"] == ino
+    for name in ("b", "d/c"):
+        st = os.stat(mount.p(name))
+        assert st.st_ino == ino and st.st_nlink == 3, name
+    assert os.stat(mount.p("a")).st_nlink == 3
+    assert read(mount.p("d", "c")) == b"shared"
+    # a write through one name: the same inode there
+    write(mount.p("b"), b"through b")
+    ctl(mount, "sync")
+    assert server.read_file(sid, mount.spath("a")) == b"through b"
+    assert sandbox_links(server, mount, "a")[0][0] == 3
+    # replaced in the sandbox by another file: its own inode again
+    code, _, err = server.run(sid, "rm %s && printf other > %s" % (
+        mount.spath("b"), mount.spath("b")))
+    assert code == 0, err
+    # (as soon as the change feed says so, at the next listing)
+    wait_until(lambda: os.listdir(mount.p()) and
+               os.stat(mount.p("b")).st_ino != ino, 10,
+               "b to be a file of its own")
+    st = os.stat(mount.p("b"))
+    assert st.st_nlink == 1
+    assert read(mount.p("b")) == b"other"
+    assert os.stat(mount.p("a")).st_nlink == 2
+    assert read(mount.p("a")) == b"through b"

@@ -191,6 +191,12 @@ static void link_drop(struct node_table *nt, struct node *alias)
 	alias->link_to = NULL;
 	alias->link_next = NULL;
 	alias->link_later = false;
+	alias->link_seen = false;
+}
+
+void node_link_break(struct node_table *nt, struct node *alias)
+{
+	link_drop(nt, alias);
 }
 
 /* @n's name goes, and it has others: it takes the first one's place

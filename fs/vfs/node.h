@@ -112,6 +112,10 @@ struct node {
 	 * journal record's (cache.h cache_link_add; 0: none) */
 	bool link_later;
 	uint64_t link_id;
+	/* another name of a file that the sandbox linked itself, as a scan
+	 * found it (special.c): a change reported there has the next
+	 * listing's scan say whether it still is */
+	bool link_seen;
 
 	/* setuid, setgid and sticky, which the file API never reports
 	 * (special.h): the bits last known, shown in attr.mode */
@@ -217,6 +221,9 @@ struct node *node_file(struct node *n);
 /* Makes @alias (a name in the tree, of no file yet) another name of
  * @n's file. */
 void node_link_add(struct node *n, struct node *alias);
+/* @alias is no longer another name of its file: a node of its own
+ * again (the sandbox says they are two files now). */
+void node_link_break(struct node_table *nt, struct node *alias);
 /* The name @n's file takes when its own goes (node_unlink), NULL when
  * it has no other. */
 struct node *node_link_heir(const struct node *n);

@@ -581,18 +581,21 @@ int remote_stat_full(struct osbfs *fs, const char *path, struct fattr *ret)
 
 /*
  * The entries with special bits below the directory we are in, down to
- * %d levels: one line each, the raw mode and the path below it in hex
- * (any byte survives). Only files and directories: the rest show none.
- * find's own status is not the answer (an entry gone during the walk
- * makes it 1): what it printed is.
+ * %d levels, and the files with other names (hard links): one line each,
+ * the raw mode, the link count, the inode number and the path below it
+ * in hex (any byte survives). Only files and directories: the rest show
+ * none. find's own status is not the answer (an entry gone during the
+ * walk makes it 1): what it printed is.
  */
 static const char specials_fmt[] =
 	"command -v find >/dev/null || exit 127\n"
 	"cd -- %s || exit 1\n"
 	"find . -mindepth 1 -maxdepth %d \\( -type f -o -type d \\) "
-	"\\( -perm -4000 -o -perm -2000 -o -perm -1000 \\) "
+	"\\( -perm -4000 -o -perm -2000 -o -perm -1000 -o "
+	"\\( -type f -links +1 \\) \\) "
 	"-exec sh -c 'for f do "
-	"m=$(stat -c %%f -- \"$f\") || continue; printf \"%%s \" \"$m\"; "
+	"m=$(stat -c \"%%f %%h %%i\" -- \"$f\") || continue; "
+	"printf \"%%s \" \"$m\"; "
 	"printf %%s \"${f#./}\" | od -An -v -tx1 | tr -d \" \\n\"; echo; "
 	"done' sh {} + 2>/dev/null\n"
 	"exit 0\n";
@@ -605,9 +608,14 @@ int remote_specials_parse(char *out, struct rdent **ret, size_t *ret_n)
 		next = strchr(line, '\n');
 		if (next)
 			*next++ = '\0';
-		unsigned rawmode;
-		char *sp = strchr(line, ' ');
+		/* "MODE NLINK INO HEX", or "MODE HEX" */
+		unsigned rawmode, nlink = 0;
+		unsigned long long ino = 0;
+		char *sp = strrchr(line, ' ');
 		if (!sp || sscanf(line, "%x", &rawmode) != 1 || !sp[1])
+			continue;
+		if (sp != strchr(line, ' ') &&
+		    sscanf(line, "%*x %u %llu", &nlink, &ino) != 2)
 			continue;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 16;
@@ -625,6 +633,11 @@ int remote_specials_parse(char *out, struct rdent **ret, size_t *ret_n)
 		d[n].name_len = strlen(d[n].name);
 		d[n].attr.mode = rawmode & 07777;
 		d[n].attr.mode_full = true;
+		if ((rawmode & S_IFMT) == S_IFREG && nlink > 1) {
+			d[n].attr.type = OSB_FILE;
+			d[n].nlink = nlink;
+			d[n].ino = ino;
+		}
 		n++;
 	}
 	*ret = d;

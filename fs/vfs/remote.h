@@ -23,6 +23,10 @@ struct rdent {
 	size_t name_len; /* bytes the sandbox sent for it: more than
 			  * strlen(name) if they held a NUL */
 	struct fattr attr;
+	/* a scan's (remote_specials): the link count and the sandbox's
+	 * inode number of a file with other names, else 0 */
+	unsigned nlink;
+	uint64_t ino;
 };
 void rdent_array_free(struct rdent *d, size_t n);
 
