@@ -584,15 +584,18 @@ int remote_stat_full(struct osbfs *fs, const char *path, struct fattr *ret)
  * %d levels, and the files with other names (hard links): one line each,
  * the raw mode, the link count, the inode number and the path below it
  * in hex (any byte survives). Only files and directories: the rest show
- * none. find's own status is not the answer (an entry gone during the
- * walk makes it 1): what it printed is.
+ * none. A find without -links (a busybox built without it) names the
+ * first only. find's own status is not the answer (an entry gone during
+ * the walk makes it 1): what it printed is.
  */
 static const char specials_fmt[] =
 	"command -v find >/dev/null || exit 127\n"
 	"cd -- %s || exit 1\n"
+	"set --\n"
+	"find . -maxdepth 0 -links +0 >/dev/null 2>&1 && "
+	"set -- -o \\( -type f -links +1 \\)\n"
 	"find . -mindepth 1 -maxdepth %d \\( -type f -o -type d \\) "
-	"\\( -perm -4000 -o -perm -2000 -o -perm -1000 -o "
-	"\\( -type f -links +1 \\) \\) "
+	"\\( -perm -4000 -o -perm -2000 -o -perm -1000 \"$@\" \\) "
 	"-exec sh -c 'for f do "
 	"m=$(stat -c \"%%f %%h %%i\" -- \"$f\") || continue; "
 	"printf \"%%s \" \"$m\"; "
