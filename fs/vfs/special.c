@@ -11,6 +11,7 @@
 
 #include "hex.h"
 #include "log.h"
+#include "notify.h"
 #include "ops.h"
 #include "special.h"
 
@@ -200,10 +201,11 @@ static bool fresh_name(const struct node *n)
  * that is another name of a file but was not found so (alone now, or of
  * another inode than its file) is a node of its own again.
  */
-static void links_settle(struct special_ask *sa, struct node_table *nt,
+static void links_settle(struct osbfs *fs, struct special_ask *sa,
 			 const struct rdent *found, size_t nfound,
 			 struct node **nodes)
 {
+	struct node_table *nt = &fs->nodes;
 	/* (@nodes[i]: the node of found[i], or NULL) */
 	for (size_t i = 0; i < sa->count; i++) {
 		struct node *n = sa->n[i];
@@ -216,8 +218,12 @@ static void links_settle(struct special_ask *sa, struct node_table *nt,
 			if (nodes[j] == n->link_to)
 				kf = j;
 		if (k == nfound || !found[k].nlink ||
-		    (kf < nfound && found[kf].ino != found[k].ino))
+		    (kf < nfound && found[kf].ino != found[k].ino)) {
 			node_link_break(nt, n);
+			/* the kernel's entry has the file's inode */
+			if (n->parent)
+				notify_entry(fs, n->parent->ino, n->name);
+		}
 	}
 	for (size_t i = 0; i < nfound; i++) {
 		if (!found[i].nlink || !nodes[i])
@@ -245,9 +251,10 @@ static void links_settle(struct special_ask *sa, struct node_table *nt,
 
 /* Gives @sa's nodes what the scan found (@found: paths below @d, with
  * their special bits), none to the others (nodes lock held). */
-static void settle(struct special_ask *sa, struct node_table *nt,
-		   struct node *d, const struct rdent *found, size_t nfound)
+static void settle(struct osbfs *fs, struct special_ask *sa, struct node *d,
+		   const struct rdent *found, size_t nfound)
 {
+	struct node_table *nt = &fs->nodes;
 	struct node **nodes = calloc(nfound ? nfound : 1, sizeof(*nodes));
 	for (size_t i = 0; i < nfound; i++) {
 		struct node *n = node_below(nt, d, found[i].name);
@@ -259,7 +266,7 @@ static void settle(struct special_ask *sa, struct node_table *nt,
 		}
 	}
 	if (nodes)
-		links_settle(sa, nt, found, nfound, nodes);
+		links_settle(fs, sa, found, nfound, nodes);
 	free(nodes);
 	for (size_t i = 0; i < sa->count; i++) {
 		struct node *n = sa->n[i];
@@ -354,7 +361,7 @@ void special_ask_run(struct osbfs *fs, struct held *h, int depth,
 			 "set through the mount");
 	pthread_mutex_lock(&fs->nodes.lock);
 	if (!rc)
-		settle(sa, &fs->nodes, h->n, found, nfound);
+		settle(fs, sa, h->n, found, nfound);
 	for (size_t i = 0; i < sa->count; i++)
 		node_unref(&fs->nodes, sa->n[i]);
 	pthread_mutex_unlock(&fs->nodes.lock);
