@@ -20,7 +20,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
@@ -29,11 +28,7 @@ from mounthelp import Mount  # noqa: E402
 from osbtest import LocalServer  # noqa: E402
 from srctree import BIG_SIZES, NDIRS, NFILES, make_tree  # noqa: E402
 
-
-def timed(fn):
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+from fs_bench import timed  # noqa: E402
 
 
 def ctl(m, line):

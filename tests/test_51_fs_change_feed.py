@@ -6,6 +6,7 @@ interpreter, another client) still shows within a second or so."""
 
 import json
 import os
+import threading
 import time
 
 import pytest
@@ -261,6 +262,70 @@ def test_a_file_made_in_a_new_directory_at_once_shows(server, make_mount, feed):
     wait_for(lambda: open(os.path.join(d, "moved", "sub", "f")).read() == "v\n", timeout=5)
 
 
+def test_inotify_a_name_made_before_its_new_directory_was_watched_shows(server, make_mount):
+    """inotifywait watches a directory, and those already in it, only once
+    it read that it was made; a name made deeper in it before then has no
+    event. Stopped here, so that the mount lists the new directories, and a
+    file comes into one, before their watches are set."""
+    m = make_mount(options=FEED)
+    sid = m.sandbox_id
+    wait_live(m)
+    assert info(m)["change_feed_mode"] == "inotify"
+    time.sleep(1.0)
+    [pid] = inotifywaits(server, sid)
+    rc, _, err = server.run(sid, "kill -STOP %s && mkdir -p %s" % (pid, m.spath("n", "sub")))
+    assert rc == 0, err
+    try:
+        # asked while the feed is live: held until it reports a change
+        assert os.listdir(m.p("n", "sub")) == []
+        server.write_file(sid, m.spath("n", "sub", "new"), b"fresh")
+    finally:
+        rc, _, err = server.run(sid, "kill -CONT %s" % pid)
+    assert rc == 0, err
+    wait_for(lambda: "new" in os.listdir(m.p("n", "sub")), timeout=5)
+    with open(m.p("n", "sub", "new"), "rb") as f:
+        assert f.read() == b"fresh"
+
+
+def test_inotify_directories_made_while_its_watches_are_set_are_watched(server, make_sandbox, make_mount):
+    """inotifywait sets a directory's watch after it read the directory and
+    every one below it: a directory made meanwhile in one it already read
+    gets no watch and no event. The feed walks again when the tree changed
+    under the walk, so a change in a directory made while the feed started
+    still shows."""
+    sid = make_sandbox()
+    m = make_mount(sandbox_id=sid, options=FEED, start=False)
+    rc, _, err = server.run(sid, "mkdir -p %s && cd %s && seq 20000 | xargs mkdir"
+                            % (m.spath("w"), m.spath("w")))
+    assert rc == 0, err
+    made = []
+
+    def writer():
+        # new directories beside the 20,000 until the first walk is over
+        made.append(server.run(
+            sid, "cd %s && i=0; until grep -qs '^Watches established' /tmp/.osbfs-feed-*/e.*; "
+                 "do mkdir n$i; i=$((i+1)); [ $i -lt 5000 ] || exit 1; done"
+                 % m.spath("w"), timeout=120))
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        m.start()
+        wait_live(m)
+    finally:
+        t.join()
+    assert made[0][0] == 0, made[0][2]
+    assert info(m)["change_feed_mode"] == "inotify"
+    time.sleep(1.0)
+    new = [n for n in os.listdir(m.p("w")) if n.startswith("n")]
+    assert new
+    for n in new:
+        assert os.listdir(m.p("w", n)) == []
+    rc, _, err = server.run(sid, "cd %s && for d in n*; do echo z > $d/f; done" % m.spath("w"))
+    assert rc == 0, err
+    wait_for(lambda: all(os.listdir(m.p("w", n)) == ["f"] for n in new), timeout=10)
+
+
 def save(server, m, path, data):
     """An editor's save in place (truncate, write, fsync): the requests
     the user waited for, without the times command that follows it."""
@@ -302,8 +367,13 @@ def test_a_save_the_feed_vouches_for_is_one_request(server, make_mount, feed):
     wait_live(m)
     assert os.listdir(m.path) == []  # the names the feed's reports are checked against
     os.mkdir(m.p("d"))
-    save(server, m, m.p("d", "first.txt"), b"first\n")
-    settled(m, server=server)  # past the timeouts: only the feed holds the listing
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write("sync\n")  # the directory in the sandbox
+    settled(m)  # past the timeouts: only the feed holds what is known
+    # a report that raced the directory's landing ends the listings it
+    # names (asked again once): known again, and quiet since
+    assert os.listdir(m.p("d")) == []
+    settled(m)
     assert save(server, m, m.p("d", "new.txt"), b"new\n") == {"POST /files/upload": 1}
     settled(m, server=server)
     for i in range(3):

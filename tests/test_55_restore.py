@@ -163,15 +163,23 @@ def test_restore_after_a_bad_try(server, snaps, make_mount):
     assert server.read_file(new, m.spath("after.txt")) == b"after\n"
 
 
+def checkpointed(make_mount, snaps, name, options=()):
+    """A mount with one file, @name (NAME.txt, holding "NAME" and a
+    newline), and a checkpoint of it; both for the snaps fixture to
+    remove."""
+    m = make_mount(options=options)
+    snaps["sandboxes"].append(m.sandbox_id)
+    with open(m.p(name), "w") as f:
+        f.write(name[:-len(".txt")] + "\n")
+    cp = uniq("cp")
+    snaps["snaps"].append(checkpoint(m, cp))
+    return m, cp
+
+
 def test_restore_while_a_job_runs(server, snaps, make_mount):
     """A running job refuses the restore (EBUSY, the reason in last_error);
     `force` restores, and the job is gone from jobs/."""
-    m = make_mount()
-    snaps["sandboxes"].append(m.sandbox_id)
-    with open(m.p("kept.txt"), "w") as f:
-        f.write("kept\n")
-    cp = uniq("cp")
-    snaps["snaps"].append(checkpoint(m, cp))
+    m, cp = checkpointed(make_mount, snaps, "kept.txt")
     with open(m.p("later.txt"), "w") as f:
         f.write("later\n")
     jid = start(m, "sleep 300")
@@ -206,13 +214,8 @@ def test_faults_on_the_create(server, snaps, make_mount, kind):
     """The create refused (500), lost before it was done (reset) or lost
     after (reset_after): one sandbox at most is made, none is left over,
     and the mount is where the outcome says, with its files."""
-    m = make_mount(options=["writeback_delay=1h"])
+    m, cp = checkpointed(make_mount, snaps, "a.txt", options=["writeback_delay=1h"])
     old = m.sandbox_id
-    snaps["sandboxes"].append(old)
-    with open(m.p("a.txt"), "w") as f:
-        f.write("a\n")
-    cp = uniq("cp")
-    snaps["snaps"].append(checkpoint(m, cp))
     # written after the checkpoint and not sent yet: the restore sends it
     # first, so a failed one loses nothing
     with open(m.p("b.txt"), "w") as f:
@@ -244,13 +247,8 @@ def test_faults_during_the_restore(server, snaps, make_mount):
     """execd of the new sandbox not answering at first, and a lifecycle
     server dropping answers at random: the restore either moves or leaves
     the mount as it was; no sandbox is left over either way."""
-    m = make_mount()
+    m, cp = checkpointed(make_mount, snaps, "a.txt")
     old = m.sandbox_id
-    snaps["sandboxes"].append(old)
-    with open(m.p("a.txt"), "w") as f:
-        f.write("a\n")
-    cp = uniq("cp")
-    snaps["snaps"].append(checkpoint(m, cp))
     count = len(sandboxes(server))
     server.set_faults(rate=0.3, kinds=["reset", "503"], scope="lifecycle",
                       path="/v1/sandboxes")
@@ -279,13 +277,8 @@ def test_keeps_and_kill9(server, snaps, make_mount):
     name, is on the restored sandbox and sends them."""
     name = uniq("kk")
     opts = ["name=" + name, "restore_keeps=yes", "writeback_delay=1h"]
-    m = make_mount(options=opts)
+    m, cp = checkpointed(make_mount, snaps, "a.txt", options=opts)
     old = m.sandbox_id
-    snaps["sandboxes"].append(old)
-    with open(m.p("a.txt"), "w") as f:
-        f.write("a\n")
-    cp = uniq("cp")
-    snaps["snaps"].append(checkpoint(m, cp))
     restore(m, cp)
     new = info(m)["sandbox_id"]
     snaps["sandboxes"].append(new)

@@ -21,10 +21,18 @@
  * every change made before the touch was read: it ends the round there,
  * stats the round's paths (deduplicated; a name made, gone or moved also
  * reports its directory) in one batch and prints the tick. inotifywait
- * watches a new directory when it sees it made; the directory's own
- * report (its names' cksum) covers what was made in it before. It is
+ * watches a new directory (and every one in it) when it reads that it
+ * was made, and a name made in it before then has no event: the round
+ * that reports the directory reports every path below it too, read
+ * after the sentinel, so after the watches were set. It is
  * started before the first round, which (with R back) is one find, so
- * nothing falls between the two. When the queue overflows or inotifywait
+ * nothing falls between the two. Its walk sets a directory's watch
+ * after reading it and all below it, so a directory made meanwhile in
+ * one already read gets neither a watch nor an event: when a directory
+ * changed while it walked (after a stamp taken before), inotifywait is
+ * started again, up to five times in about 3 s, then the command polls.
+ * The same gap is left, far shorter, when a new directory is walked: a
+ * directory made inside it between its reading and its watch. When the queue overflows or inotifywait
  * dies, events may be lost: the command prints "* lost" (every cache
  * goes), takes a stamp before it, and polls from then on.
  *
@@ -205,6 +213,12 @@ static const char feed_body[] =
 	"-exec stat --printf \"A$F %n\\000\" -- {} + \\)' sh 2>/dev/null | tr "
 	"'\\n\\r\\000' '\\001\\001\\n' | head -n $((B + 1))\n"
 	"}\n"
+	"# all below the directories a round made (one a line)\n"
+	"below() {\n"
+	"  [ \"$v\" = \"$nl\" ] || printf '%s' \"${v#?}\" | tr '\\n' '\\000' | "
+	"xargs -0 sh -c 'find \"$@\" -mindepth 1 -print0' sh 2>/dev/null | tr "
+	"'\\n\\r\\000' '\\001\\001\\n' | head -n $((B + 1))\n"
+	"}\n"
 	"# inotify: events in, rounds out; a round ends at the sentinel's "
 	"touch\n"
 	"# (events are read in the order the kernel queued them)\n"
@@ -219,6 +233,13 @@ static const char feed_body[] =
 	"    sleep 0.05\n"
 	"    h=$((h+1))\n"
 	"  done\n"
+	"  # its walk sets a directory's watch after reading it, so a "
+	"directory\n"
+	"  # made in one while it walked may have none: a directory changed\n"
+	"  # since the stamp s9, taken before it started, asks for another "
+	"walk\n"
+	"  [ -z \"$(find \"$r\" \\( -path \"$d\" $P \\) -prune -o -type d $c "
+	"\"$d/s9\" -print 2>/dev/null | head -n 1)\" ] || return 2\n"
 	"  echo 'M inotify'\n"
 	"  ready && look\n"
 	"  # the ticker: it touches the sentinel (an open for writing, "
@@ -240,6 +261,7 @@ static const char feed_body[] =
 	"  nl='\n"
 	"'\n"
 	"  p=$nl\n"
+	"  v=$nl\n"
 	"  u=0\n"
 	"  while IFS= read -r l; do\n"
 	"    e=${l%% *}\n"
@@ -251,9 +273,10 @@ static const char feed_body[] =
 	"      if [ $u -gt $B ]; then\n"
 	"        echo '* many'\n"
 	"      elif [ $u -gt 0 ]; then\n"
-	"        printf '%s' \"${p#?}\" | tell\n"
+	"        { printf '%s' \"${p#?}\"; below; } | tell\n"
 	"      fi\n"
 	"      p=$nl\n"
+	"      v=$nl\n"
 	"      u=0\n"
 	"      echo \". $W\"\n"
 	"      n=$((n+1))\n"
@@ -272,6 +295,11 @@ static const char feed_body[] =
 	"    *) set -- \"$x\";;\n"
 	"    esac\n"
 	"    [ $u -gt $B ] && continue\n"
+	"    # a directory made or moved in: inotifywait watches it, and what\n"
+	"    # is in it, once it read that; a name made in it before has no\n"
+	"    # event, so the round's end (read after) reports all below it\n"
+	"    case $e in *ISDIR*) case $e in *CREATE*|*MOVED_TO*) case $v in\n"
+	"      *\"$nl$x$nl\"*) ;; *) v=$v$x$nl;; esac;; esac;; esac\n"
 	"    for x; do\n"
 	"      case $p in *\"$nl$x$nl\"*) ;; *) p=$p$x$nl; u=$((u+1));; esac\n"
 	"    done\n"
@@ -295,14 +323,28 @@ static const char feed_body[] =
 	"if [ \"$m\" = auto ] && [ $g = 1 ] && command -v inotifywait "
 	">/dev/null 2>&1 && stdbuf -oL tr --version 2>/dev/null | grep -q GNU "
 	"&& : > \"$d/t.$me\"; then\n"
-	"  { ( inotifywait -m -r -e "
+	"  # (a walk the tree changed under is tried again, five times in\n"
+	"  # about 3 s, then it polls)\n"
+	"  { a=0\n"
+	"    while :; do\n"
+	"      touch \"$d/s9\" || exit 3\n"
+	"      pause\n"
+	"      ( inotifywait -m -r -e "
 	"modify,attrib,close_write,move,create,delete,delete_self,move_self,q_"
 	"overflow --format '%e %w%f%0' --no-newline \"$r\" \"$d/t.$me\" "
 	"\"@$d\" $X 2>\"$d/e.$me\" & echo $! > \"$q\"; wait $!; echo \"gone "
 	"$?\" >> \"$d/e.$me\" ) | stdbuf -oL tr '\\n\\r\\000' '\\001\\001\\n' "
-	"| { inotify || { kill $(cat \"$q\") 2>/dev/null; echo 'M poll'; "
+	"| { inotify; x=$?; [ $x = 0 ] || kill $(cat \"$q\") 2>/dev/null; [ $x "
+	"= 2 ] && [ $a -lt 4 ] && exit 2; [ $x = 0 ] || { echo 'M poll'; "
 	"ready; poll; }; [ $n -ge $N ] && echo E; kill $k $(cat \"$q\") "
-	"2>/dev/null; }; } &\n"
+	"2>/dev/null; exit 0; }\n"
+	"      x=$?\n"
+	"      [ $x = 2 ] || exit $x\n"
+	"      a=$((a+1))\n"
+	"      case $a in 1) sleep 0.2;; 2) sleep 0.4;; 3) sleep 0.8;; *) "
+	"sleep "
+	"1.6;; esac\n"
+	"    done; } &\n"
 	"else\n"
 	"  { echo 'M poll'; ready; poll; [ $n -ge $N ] && echo E; } &\n"
 	"fi\n"
@@ -498,6 +540,8 @@ static int on_event(void *arg, const struct osb_event *ev)
 	if (ev->type != OSB_EV_STDOUT || !ev->text)
 		return 0;
 	const char *t = ev->text;
+	if (t[0] != '.') /* -o debug: every report, not the ticks */
+		log_debug("feed: %.300s", t);
 	if (strcmp(t, "R") == 0 || strcmp(t, "R back") == 0) {
 		got_ready(r, t[1] != '\0');
 	} else if (t[0] == '.' && (t[1] == ' ' || !t[1])) {
