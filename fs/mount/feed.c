@@ -32,9 +32,9 @@
  * changed while it walked (after a stamp taken before), inotifywait is
  * started again, up to five times in about 3 s, then the command polls.
  * The same gap is left, far shorter, when a new directory is walked: a
- * directory made inside it between its reading and its watch. When the queue overflows or inotifywait
- * dies, events may be lost: the command prints "* lost" (every cache
- * goes), takes a stamp before it, and polls from then on.
+ * directory made inside it between its reading and its watch. When the queue
+ * overflows or inotifywait dies, events may be lost: the command prints "*
+ * lost" (every cache goes), takes a stamp before it, and polls from then on.
  *
  * Its lines:
  *   R            ready: its first stamp is taken
