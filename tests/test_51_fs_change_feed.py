@@ -386,7 +386,9 @@ def test_a_change_the_feed_reported_is_kept_as_a_conflict(server, make_mount, fe
     """A file changed beside the mount, once the feed said so, is asked
     before the mount's own change of it goes: both versions are kept, as
     without the feed."""
-    m = make_mount(options=feed + ["writeback_delay=1h"])
+    # debug: the log says each report (the count of them may move for a
+    # late one of the mount's own change)
+    m = make_mount(options=feed + ["writeback_delay=1h", "debug"])
     sid = m.sandbox_id
     wait_live(m)
     p = m.p("shared.txt")
@@ -396,14 +398,18 @@ def test_a_change_the_feed_reported_is_kept_as_a_conflict(server, make_mount, fe
     settled(m)
     with open(p, "a") as f:
         f.write(" + ours")
-    n0 = changes_reported(m)
-    rc, _, err = server.run(sid, "printf 'theirs, written meanwhile' > %s" % m.spath("shared.txt"))
+    theirs = b"theirs, written meanwhile"
+    rc, _, err = server.run(sid, "printf '%s' > %s" % (theirs.decode(), m.spath("shared.txt")))
     assert rc == 0, err
-    wait_for(lambda: changes_reported(m) > n0)
+    # "feed: A<mode> <size> ... PATH": the report of their version
+    wait_for(lambda: any(l.startswith("A") and l.split()[1] == str(len(theirs)) and
+                         l.endswith(" " + m.spath("shared.txt"))
+                         for l in (x.split("feed: ", 1)[1] for x in m.log().splitlines()
+                                   if "debug: feed: " in x)))
     fd = os.open(p, os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
-    assert_conflict_kept(server, m, "shared.txt", b"base + ours", b"theirs, written meanwhile")
+    assert_conflict_kept(server, m, "shared.txt", b"base + ours", theirs)
 
 
 def test_inotify_that_cannot_watch_falls_back_to_polling(server, make_mount):
