@@ -138,6 +138,21 @@ def inotifywaits(server, sid):
     return out.split()
 
 
+def inotify_mount_with(server, make_mount, data):
+    """A mount whose feed is live with inotify, with f.txt holding @data
+    in the sandbox, read through the mount: (mount, sandbox id, its
+    path)."""
+    m = make_mount(options=FEED)
+    sid = m.sandbox_id
+    server.write_file(sid, m.spath("f.txt"), data)
+    wait_live(m)
+    assert info(m)["change_feed_mode"] == "inotify"
+    p = os.path.join(m.path, "f.txt")
+    with open(p, "rb") as f:
+        assert f.read() == data
+    return m, sid, p
+
+
 def test_a_broken_feed_falls_back_to_the_timeouts_and_comes_back(server, make_mount, feed):
     m = make_mount(options=feed)
     sid = m.sandbox_id
@@ -303,13 +318,7 @@ def test_a_round_that_came_late_is_counted_and_said(server, make_mount):
     so the timeouts apply; the round that comes late says so in
     .osb/info and in the log, which is what explains the requests asked
     meanwhile."""
-    m = make_mount(options=FEED)
-    sid = m.sandbox_id
-    server.write_file(sid, m.spath("f.txt"), b"one\n")
-    wait_live(m)
-    assert info(m)["change_feed_mode"] == "inotify"
-    p = os.path.join(m.path, "f.txt")
-    assert open(p).read() == "one\n"
+    m, sid, p = inotify_mount_with(server, make_mount, b"one\n")
     assert feed_counts(m)[1] == 0
     rounds = info(m)["change_feed_rounds"]
     [pid] = inotifywaits(server, sid)
@@ -483,13 +492,7 @@ def test_inotify_that_cannot_watch_falls_back_to_polling(server, make_mount):
 
 
 def test_inotify_a_change_shows_within_a_second(server, make_mount):
-    m = make_mount(options=FEED)
-    sid = m.sandbox_id
-    server.write_file(sid, m.spath("f.txt"), b"0\n")
-    wait_live(m)
-    assert info(m)["change_feed_mode"] == "inotify"
-    p = os.path.join(m.path, "f.txt")
-    assert open(p).read() == "0\n"
+    m, sid, p = inotify_mount_with(server, make_mount, b"0\n")
     took = []
     for i in range(1, 4):
         time.sleep(1.0)  # past the timeouts: only a report shows it
@@ -509,13 +512,7 @@ def lost_events_logged(m):
 def test_inotify_a_dead_watch_drops_every_cache(server, make_mount):
     """inotifywait stops, a change is queued for it, it dies: the change is
     lost with it, so every cache goes, and the feed polls from then."""
-    m = make_mount(options=FEED)
-    sid = m.sandbox_id
-    server.write_file(sid, m.spath("f.txt"), b"one\n")
-    wait_live(m)
-    assert info(m)["change_feed_mode"] == "inotify"
-    p = os.path.join(m.path, "f.txt")
-    assert open(p).read() == "one\n"
+    m, sid, p = inotify_mount_with(server, make_mount, b"one\n")
     time.sleep(1.0)
     [pid] = inotifywaits(server, sid)
     rc, _, err = server.run(sid, "kill -STOP %s && echo two > %s && kill -KILL %s"
