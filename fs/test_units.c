@@ -161,10 +161,23 @@ struct seen {
 	char paths[8][64];
 	mode_t modes[8];
 	enum base_state bases[8];
+	struct cache *c; /* takes up the links given */
+	size_t nlinks;
+	char links[4][64];
 };
 
-static void on_record(void *arg, const char *path, struct cfile *cf)
+static void on_record(void *arg, const char *path, struct cfile *cf,
+		      const struct plink *links, size_t nlinks)
 {
+	struct seen *sn = arg;
+	for (size_t i = 0; i < nlinks; i++) {
+		if (sn->nlinks < 4)
+			snprintf(sn->links[sn->nlinks++], sizeof(sn->links[0]),
+				 "%s", links[i].path);
+		CHECK(links[i].file == cf->id);
+		CHECK(cache_link_keep(sn->c, links[i].id, links[i].file,
+				      links[i].path) == 0);
+	}
 	struct seen *s = arg;
 	if (s->n < 8) {
 		snprintf(s->paths[s->n], sizeof(s->paths[0]), "%s", path);
@@ -284,6 +297,16 @@ static void test_journal(void)
 	f1->m.sent_size = 3;
 	f1->m.sent_print = 0xfedcba9876543210ull;
 	CHECK(cache_dirty_meta(c, f1, "/workspace/renamed$1") == 0);
+	/* links still to make: one moves with its directory, one is made */
+	uint64_t l1, l2, l3;
+	CHECK(cache_link_add(c, f1, "/workspace/l1", &l1) == 0);
+	CHECK(cache_link_add(c, f1, "/workspace/d/l2", &l2) == 0);
+	CHECK(cache_link_add(c, f1, "/workspace/l3", &l3) == 0);
+	cache_links_follow(c, "/workspace/d", "/workspace/e");
+	CHECK(cache_links_below(c, "/workspace/e"));
+	CHECK(!cache_links_below(c, "/workspace/d"));
+	cache_link_done(c, l3);
+	CHECK(c->nplinks == 2 && l1 != l2);
 	pthread_mutex_lock(&c->lock);
 	cache_uploaded(c, f2, f2->wgen);
 	/* two copies left by saves; one is removed */
@@ -312,8 +335,13 @@ static void test_journal(void)
 	unlink(lockpath); /* our own flock would refuse the second init */
 	CHECK(cache_init(&c2, dir, "sb1", 1 << 20, &nt, &h2, msg,
 			 sizeof(msg)) == 0);
-	struct seen s = { 0 };
-	CHECK(cache_recover(c2, on_record, &s) == 2);
+	struct seen s = { .c = c2 };
+	CHECK(cache_recover(c2, on_record, &s) == 4);
+	CHECK(s.nlinks == 2 && c2->nplinks == 2);
+	CHECK((strcmp(s.links[0], "/workspace/l1") == 0 &&
+	       strcmp(s.links[1], "/workspace/e/l2") == 0) ||
+	      (strcmp(s.links[1], "/workspace/l1") == 0 &&
+	       strcmp(s.links[0], "/workspace/e/l2") == 0));
 	CHECK(c2->nlefts == 1 &&
 	      strcmp(c2->lefts[0].path, "/workspace/.kept.tmp") == 0);
 	CHECK(s.n == 1 && strcmp(s.paths[0], "/workspace/renamed$1") == 0);
@@ -322,8 +350,8 @@ static void test_journal(void)
 	CHECK(c2->dirty_first->size == 3);
 	CHECK(c2->dirty_first->m.sent && c2->dirty_first->m.sent_size == 3 &&
 	      c2->dirty_first->m.sent_print == 0xfedcba9876543210ull);
-	/* after recovery the journal holds just the live record */
-	CHECK(c2->journal_bytes < 400);
+	/* after recovery the journal holds just the live records */
+	CHECK(c2->journal_bytes < 600);
 	node_table_release(&nt);
 	cache_release(c);
 	cache_release(c2);
@@ -810,15 +838,23 @@ static void test_specials_parse(void)
 		     "81a4\n"
 		     "81a4 \n"
 		     "81a4 746\n"
-		     "ffffffff 74";
+		     "ffffffff 74\n"
+		     /* a file with a second name, and lines that lie */
+		     "81a4 2 1234 6c\n"
+		     "81a4 x 1234 6c\n"
+		     "41ed 2 99 64";
 	struct rdent *d = NULL;
 	size_t n = 0;
 	CHECK(remote_specials_parse(out, &d, &n) == 0);
-	CHECK(n == 3);
+	CHECK(n == 5);
 	CHECK(n >= 1 && strcmp(d[0].name, "a/b") == 0 &&
-	      d[0].attr.mode == 04755 && d[0].attr.mode_full);
+	      d[0].attr.mode == 04755 && d[0].attr.mode_full && !d[0].nlink);
 	CHECK(n >= 2 && strcmp(d[1].name, "t") == 0 && d[1].attr.mode == 01777);
 	CHECK(n >= 3 && d[2].attr.mode == 07777); /* masked */
+	CHECK(n >= 4 && strcmp(d[3].name, "l") == 0 && d[3].nlink == 2 &&
+	      d[3].ino == 1234 && d[3].attr.mode == 0644);
+	/* a directory's count is not of links */
+	CHECK(n >= 5 && strcmp(d[4].name, "d") == 0 && !d[4].nlink);
 	rdent_array_free(d, n);
 	CHECK(remote_specials_parse(NULL, &d, &n) == 0 && n == 0);
 	rdent_array_free(d, n);

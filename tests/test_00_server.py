@@ -1113,7 +1113,10 @@ def test_foreground_survives_client_disconnect(server, sandbox):
               % (u.path.encode(), len(body), body))
     s.recv(100)
     s.close()
-    time.sleep(1.5)
+    # (half a second, stretched by a busy machine)
+    wait_until(lambda: server.execd(sandbox, "GET", "/files/info",
+                                    {"path": "/workspace/after-disconnect"})[0] == 200,
+               10, "the command to end after its client left")
     assert server.read_file(sandbox, "/workspace/after-disconnect") == b"done\n"
 
 

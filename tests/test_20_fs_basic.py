@@ -324,14 +324,14 @@ def test_symlink_to_directory_unlinks_link_only(server, mount):
     assert server.read_file(mount.sandbox_id, mount.spath("realdir", "f")) == b"f"
 
 
-def test_hard_link_is_enosys_not_eexist(server, mount):
+def test_hard_link_shares_the_inode(server, mount):
+    """More in test_57_fs_hardlinks.py."""
     server.write_file(mount.sandbox_id, mount.spath("hl"), b"1")
-    with pytest.raises(OSError) as e:
-        os.link(mount.p("hl"), mount.p("hl2"))
-    # osbfs answers ENOSYS; the kernel's FUSE layer hands that to the
-    # caller as EPERM, POSIX's "no hard links on this filesystem". What
-    # matters to git is that it is not EEXIST.
-    assert e.value.errno in (errno.ENOSYS, errno.EPERM)
+    os.link(mount.p("hl"), mount.p("hl2"))
+    assert os.stat(mount.p("hl")).st_ino == os.stat(mount.p("hl2")).st_ino
+    code, out, _ = server.run(mount.sandbox_id, "stat -c %%i %s %s" % (
+        mount.spath("hl"), mount.spath("hl2")))
+    assert code == 0 and len(set(out.split())) == 1, out
 
 
 def test_statfs_reports_sandbox_space(mount):

@@ -159,6 +159,9 @@ static int info_line(struct ctl *c, struct text *out)
 	feed_mode(fs, feed, sizeof(feed));
 	rc = rc ? rc : text_adds(out, ",\"change_feed_mode\":");
 	rc = rc ? rc : text_json_str(out, feed);
+	rc = rc ? rc :
+		  text_printf(out, ",\"change_feed_rounds\":%llu",
+			      feed_rounds(fs));
 	rc = rc ? rc : text_adds(out, ",\"dir\":");
 	rc = rc ? rc : text_json_str(out, fs->root);
 	rc = rc ? rc : text_adds(out, ",\"mountpoint\":");

@@ -104,6 +104,8 @@
 #define FEED_BACK_MAX_MS (10LL * 60 * 1000)
 /* a tick later than twice its pause plus this: the feed is not live */
 #define FEED_SLACK_MS 1500
+/* that a round came late is said at most this often */
+#define FEED_LATE_SAY_MS 60000
 
 struct feed {
 	pthread_mutex_t lock; /* guards the fields marked, and cond */
@@ -116,6 +118,15 @@ struct feed {
 	char why[1200]; /* why it is not live */
 	long long live_since_wall;
 	unsigned long long reports;
+	unsigned long long rounds;
+	/* times it was not live after it first was, and came back (a round
+	 * that came late, a command that broke): the timeouts applied in
+	 * between */
+	unsigned long long lapses;
+	/* the thread's own: when it last said rounds came late, and how
+	 * many since */
+	long long late_said;
+	unsigned long long late_unsaid;
 	/* how it learns of changes: "inotify", "poll" (static), or NULL */
 	const char *mode;
 	/* the thread's own: every change made before covered (monotonic
@@ -384,13 +395,19 @@ static void set_live(struct osbfs *fs, long long since, long long now)
 	pthread_mutex_unlock(&fs->nodes.lock);
 }
 
-/* A round ended: the table's change_seq now. */
-static uint64_t tick(struct osbfs *fs, long long now, long next_ms)
+/* A round ended: the table's change_seq now; *@late_ms: how long the
+ * feed had not been live before it (0: it was). */
+static uint64_t tick(struct osbfs *fs, long long now, long next_ms,
+		     long long *late_ms)
 {
 	if (next_ms < fs->opt->feed_interval_ms || next_ms > 3600L * 1000)
 		next_ms = fs->opt->feed_interval_ms;
+	*late_ms = 0;
 	pthread_mutex_lock(&fs->nodes.lock);
 	if (fs->nodes.feed_since) {
+		long long gap = now - fs->nodes.feed_seen;
+		if (gap > fs->nodes.feed_grace_ms)
+			*late_ms = gap - fs->nodes.feed_grace_ms;
 		fs->nodes.feed_seen = now;
 		/* a round over a big tree takes long, and the pause after it
 		 * is longer, so that the feed costs the sandbox little */
@@ -399,6 +416,23 @@ static uint64_t tick(struct osbfs *fs, long long now, long next_ms)
 	uint64_t seq = fs->nodes.change_seq;
 	pthread_mutex_unlock(&fs->nodes.lock);
 	return seq;
+}
+
+/* A round came @late ms after the feed stopped being live: what the mount
+ * knew was asked again in between. Said at most once a minute. */
+static void fell_behind(struct feed *f, long long now, long long late)
+{
+	pthread_mutex_lock(&f->lock);
+	f->lapses++;
+	pthread_mutex_unlock(&f->lock);
+	f->late_unsaid++;
+	if (f->late_said && now - f->late_said < FEED_LATE_SAY_MS)
+		return;
+	log_info("change feed: %llu round(s) came late (the last by %lld ms, "
+		 "a busy sandbox or network); the timeouts applied meanwhile",
+		 f->late_unsaid, late);
+	f->late_said = now;
+	f->late_unsaid = 0;
 }
 
 /* "R", or "R back": its first round reports what changed since the
@@ -417,6 +451,8 @@ static void got_ready(struct run *r, bool back)
 	if (!kept || !f->live_since_wall)
 		f->live_since_wall = time(NULL);
 	f->why[0] = '\0';
+	if (f->said_live)
+		f->lapses++;
 	pthread_mutex_unlock(&f->lock);
 	if (!f->said_live)
 		log_info("change feed live: what the mount knows holds until "
@@ -553,7 +589,13 @@ static int on_event(void *arg, const struct osb_event *ev)
 		r->f->covered = r->last_tick;
 		r->last_tick = mono_ms();
 		r->seq_before = r->seq_last;
-		r->seq_last = tick(r->fs, mono_ms(), w);
+		long long late;
+		r->seq_last = tick(r->fs, r->last_tick, w, &late);
+		pthread_mutex_lock(&r->f->lock);
+		r->f->rounds++;
+		pthread_mutex_unlock(&r->f->lock);
+		if (late)
+			fell_behind(r->f, r->last_tick, late);
 	} else if (strcmp(t, "E") == 0) {
 		r->ended = true;
 	} else if (t[0] == 'M' && t[1] == ' ') {
@@ -776,6 +818,17 @@ void feed_release(struct osbfs *fs)
 	fs->feed = NULL;
 }
 
+unsigned long long feed_rounds(struct osbfs *fs)
+{
+	struct feed *f = fs->feed;
+	if (!f)
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	unsigned long long n = f->rounds;
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
 void feed_mode(struct osbfs *fs, char *buf, size_t size)
 {
 	struct feed *f = fs->feed;
@@ -804,8 +857,10 @@ void feed_describe(struct osbfs *fs, char *buf, size_t size)
 		time_t t = f->live_since_wall;
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ",
 			 gmtime_r(&t, &tm));
-		snprintf(buf, size, "live since %s, %llu changes reported",
-			 when, f->reports);
+		snprintf(buf, size,
+			 "live since %s, %llu changes reported, lapsed %llu "
+			 "times",
+			 when, f->reports, f->lapses);
 	} else {
 		snprintf(buf, size, "not live (%s)",
 			 f->why[0] ? f->why : "no tick lately");

@@ -32,6 +32,9 @@ int feed_restart(struct osbfs *fs);
 
 /* One line for info: "live since ...", "off", or why it is not live. */
 void feed_describe(struct osbfs *fs, char *buf, size_t size);
+/* How many rounds it has ended (each a tick): what it says holds up to
+ * the last. */
+unsigned long long feed_rounds(struct osbfs *fs);
 /* How the feed learns of changes: "inotify", "poll", or "" (off, or not
  * said yet). */
 void feed_mode(struct osbfs *fs, char *buf, size_t size);

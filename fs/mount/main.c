@@ -281,6 +281,7 @@ int main(int argc, char **argv)
 	}
 	fs.nodes.on_free = cache_detach;
 	fs.nodes.on_free_arg = fs.cache;
+	fs.nodes.on_link_gone = cache_link_gone;
 	fs.nodes.root->attr.type = OSB_DIR;
 	fs.nodes.root->attr.mode = 0755;
 	rc = life_init(&fs, info.state, info.expires_at);

@@ -243,6 +243,7 @@ void cache_release(struct cache *c)
 	while (c->nall)
 		cfile_free(c, c->all[c->nall - 1]);
 	cache_lefts_free(c);
+	cache_links_free(c);
 	if (c->files_fd >= 0)
 		close(c->files_fd);
 	if (c->journal_fd >= 0)

@@ -394,6 +394,30 @@ void cache_lefts_release(struct left_take *t);
 /* When the next copy is due (monotonic ms), 0 if none (c->lock held). */
 long long cache_lefts_next(struct cache *c);
 
+/* ---- links still to make (cache_link.c) ---- */
+
+/*
+ * A link made here to a file the sandbox does not have yet is made there
+ * after the file's upload (node.h link_later); meanwhile its record is in
+ * the journal, naming the file (by its cfile) and the new name, so that a
+ * crash does not lose it: the next mount makes it after the upload.
+ */
+/* Journals the link of @path to @cf's file; *ret_id is its record's.
+ * 0 or -errno. */
+int cache_link_add(struct cache *c, const struct cfile *cf, const char *path,
+		   uint64_t *ret_id);
+/* Link @id is now to be made at @path (a rename). 0 or -errno. */
+int cache_link_move(struct cache *c, uint64_t id, const char *path);
+/* After directory @from moved to @to: the links below it follow. */
+void cache_links_follow(struct cache *c, const char *from, const char *to);
+/* Link @id is in the sandbox, or no longer to be made: its record goes
+ * (takes c->lock; the nodes lock may be held). */
+void cache_link_done(struct cache *c, uint64_t id);
+/* node_table's on_link_gone: alias @n, a link still to make, is gone. */
+void cache_link_gone(struct node *n, void *cache);
+/* Whether a link still to make is at or below directory @dir. */
+bool cache_links_below(struct cache *c, const char *dir);
+
 /* ---- the journal ---- */
 
 /*

@@ -155,6 +155,14 @@ struct left {
 	unsigned failures;
 };
 
+/* A link made here to a file the sandbox does not have yet (node.h
+ * link_later), in the journal until the sandbox has it (cache_link.c). */
+struct plink {
+	uint64_t id;   /* of its journal record */
+	uint64_t file; /* the id of its file's cfile */
+	char *path;    /* the new name, a sandbox path */
+};
+
 struct cache {
 	/* both moved by cache_move() (a restore), read without the lock;
 	 * the paths they held are kept in @old_paths until the release */
@@ -192,6 +200,8 @@ struct cache {
 	bool sweep_again;    /* a drop came while it ran: another pass */
 	bool sweeper_joined; /* no thread to join */
 	bool sweep_stop;     /* the release asks it to end */
+	struct plink *plinks; /* links still to make (cache_link.c) */
+	size_t nplinks, plinks_cap;
 };
 
 /* An fd on the cache file for the caller (close it); a stale one is
@@ -263,12 +273,21 @@ void cache_left_forget(struct cache *c, const char *path);
 bool cache_lefts_below_locked(struct cache *c, const char *dir);
 /* Frees the list (at release). */
 void cache_lefts_free(struct cache *c);
+/* Takes up link @id of file @file at @path, whose record is in the
+ * journal already (recovery; takes c->lock). 0 or -ENOMEM. */
+int cache_link_keep(struct cache *c, uint64_t id, uint64_t file,
+		    const char *path);
+/* Frees the list of links still to make (at release). */
+void cache_links_free(struct cache *c);
 
 /* Dirty records left by an earlier run: @fn is called for each, with
- * its sandbox path and a new cfile holding the data (refs 1, dirty);
- * then clean leftovers go and the journal is compacted. The count of
- * records, or -errno (recover.c). */
-typedef void (*cache_recover_fn)(void *arg, const char *path, struct cfile *cf);
+ * its sandbox path, a new cfile holding the data (refs 1, dirty) and the
+ * links still to make to it (@nlinks of @links: the callback takes up
+ * those it keeps with cache_link_keep(), the others are dropped); then
+ * clean leftovers go and the journal is compacted. The count of records,
+ * or -errno (recover.c). */
+typedef void (*cache_recover_fn)(void *arg, const char *path, struct cfile *cf,
+				 const struct plink *links, size_t nlinks);
 int cache_recover(struct cache *c, cache_recover_fn fn, void *arg);
 
 #endif /* OSBFS_CACHE_I_H */

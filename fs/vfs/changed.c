@@ -226,6 +226,16 @@ void fs_feed_attr(struct osbfs *fs, const char *path, bool unsure,
 	long long now = mono_ms();
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct node *n = node_at(fs, path, now);
+	if (n && n->link_seen && n->parent) {
+		/* a name the sandbox linked to a file: whether it still is
+		 * one is for the scan of the listing asked next to say */
+		drop_attr(n);
+		n->feed_mark = now;
+		n->parent->list_valid = false;
+		notify_entry(fs, n->parent->ino, n->name);
+		pthread_mutex_unlock(&fs->nodes.lock);
+		return;
+	}
 	if (n && n->cf)
 		cache_base_report(fs->cache, n->cf, a, now);
 	if (!n || node_has_local(fs, n)) {

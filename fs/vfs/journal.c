@@ -10,10 +10,13 @@
  *     [sent=<size>:<print>]
  *     owner=<hex> group=<hex> [dir=1]
  *   L <id> path=<hex>
+ *   K <id> path=<hex> file=<id>
  *   D <id>
  * "S" states what dirty file <id> (its data in files/<id>) is now; "L"
  * that the sandbox's file at path is a copy left behind by a file resent
- * under another name, to be removed; "D" says it is clean or gone. With dir=1
+ * under another name, to be removed; "K" that path is a hard link still
+ * to make to dirty file <file> (made after its upload); "D" says it is
+ * clean or gone (a link: made, or no longer to make). With dir=1
  * the record is of a directory made or chmodded here (no data; base=absent:
  * made here), not yet in the sandbox. A known base is the size, mtime
  * and ctime of the sandbox's version the data derives from; a record
@@ -92,6 +95,14 @@ static void left_line(FILE *m, uint64_t id, const char *path)
 	fputc('\n', m);
 }
 
+/* Appends the "K" line of link @id at @path to file @file to @m. */
+static void link_line(FILE *m, uint64_t id, uint64_t file, const char *path)
+{
+	fprintf(m, "K %016llx", (unsigned long long)id);
+	put_hex(m, "path", path);
+	fprintf(m, " file=%016llx\n", (unsigned long long)file);
+}
+
 /* Keeps RESERVE_BYTES allocated past the end (best effort: a
  * filesystem without fallocate has no reserve). */
 static void reserve(struct cache *c)
@@ -131,9 +142,10 @@ static int append_counted(struct cache *c, const char *s, size_t len)
 }
 
 /* Appends the "S" line of @cf at @path, or with @cf NULL the "L" line
- * of copy @id left at @path (c->lock held). */
+ * of copy @id left at @path, or with @file the "K" line of link @id
+ * (c->lock held). */
 static int put_line(struct cache *c, const struct cfile *cf, uint64_t id,
-		    const char *path)
+		    uint64_t file, const char *path)
 {
 	char *line = NULL;
 	size_t len = 0;
@@ -142,6 +154,8 @@ static int put_line(struct cache *c, const struct cfile *cf, uint64_t id,
 		return -ENOMEM;
 	if (cf)
 		record_line(m, cf, path);
+	else if (file)
+		link_line(m, id, file, path);
 	else
 		left_line(m, id, path);
 	if (fclose(m) != 0) {
@@ -155,12 +169,18 @@ static int put_line(struct cache *c, const struct cfile *cf, uint64_t id,
 
 int journal_put(struct cache *c, const struct cfile *cf, const char *path)
 {
-	return put_line(c, cf, cf->id, path);
+	return put_line(c, cf, cf->id, 0, path);
 }
 
 int journal_put_left(struct cache *c, uint64_t id, const char *path)
 {
-	return put_line(c, NULL, id, path);
+	return put_line(c, NULL, id, 0, path);
+}
+
+int journal_put_link(struct cache *c, uint64_t id, uint64_t file,
+		     const char *path)
+{
+	return put_line(c, NULL, id, file, path);
 }
 
 int journal_del(struct cache *c, uint64_t id)
@@ -186,6 +206,9 @@ int journal_compact(struct cache *c)
 			record_line(m, cf, cf->record_path);
 	for (size_t i = 0; i < c->nlefts; i++)
 		left_line(m, c->lefts[i].id, c->lefts[i].path);
+	for (size_t i = 0; i < c->nplinks; i++)
+		link_line(m, c->plinks[i].id, c->plinks[i].file,
+			  c->plinks[i].path);
 	if (fclose(m) != 0) {
 		free(text);
 		return -ENOMEM;
@@ -293,6 +316,10 @@ static int parse_record(char *rest, struct journal_record *r)
 				r->m.sent_size = size;
 				r->m.sent_print = print;
 			}
+		} else if (strcmp(tok, "file") == 0) {
+			unsigned long long file = 0;
+			if (sscanf(eq, "%16llx", &file) == 1)
+				r->file = file;
 		} else if (strcmp(tok, "owner") == 0) {
 			hex_decode(eq, strlen(eq), r->m.owner,
 				   sizeof(r->m.owner));
@@ -306,8 +333,8 @@ static int parse_record(char *rest, struct journal_record *r)
 
 struct live {
 	uint64_t id;
-	char *line; /* the rest of its last "S" or "L" line */
-	bool left;  /* an "L" */
+	char *line; /* the rest of its last "S", "L" or "K" line */
+	char kind;  /* which */
 };
 
 static struct live *find_live(struct live *v, size_t n, uint64_t id)
@@ -358,7 +385,7 @@ int journal_replay_at(int dir_fd, const char *dir, journal_replay_fn fn,
 			}
 			continue;
 		}
-		if (line[0] != 'S' && line[0] != 'L')
+		if (line[0] != 'S' && line[0] != 'L' && line[0] != 'K')
 			continue;
 		char *rest = strdup(line + off);
 		if (!rest)
@@ -366,7 +393,7 @@ int journal_replay_at(int dir_fd, const char *dir, journal_replay_fn fn,
 		if (l) {
 			free(l->line);
 			l->line = rest;
-			l->left = line[0] == 'L';
+			l->kind = line[0];
 			continue;
 		}
 		if (n == cap) {
@@ -380,15 +407,17 @@ int journal_replay_at(int dir_fd, const char *dir, journal_replay_fn fn,
 		}
 		v[n].id = id;
 		v[n].line = rest;
-		v[n].left = line[0] == 'L';
+		v[n].kind = line[0];
 		n++;
 	}
 	free(line);
 	fclose(f);
 	for (size_t i = 0; i < n; i++) {
 		struct journal_record r;
-		if (parse_record(v[i].line, &r) == 0) {
-			r.left = v[i].left;
+		if (parse_record(v[i].line, &r) == 0 &&
+		    (v[i].kind != 'K' || r.file)) {
+			r.left = v[i].kind == 'L';
+			r.link = v[i].kind == 'K';
 			fn(arg, v[i].id, &r);
 			count++;
 		} else {

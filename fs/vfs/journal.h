@@ -14,6 +14,8 @@ struct journal_record {
 	char path[8192];
 	struct fmeta m;
 	bool left; /* a copy left at path, to remove: no data */
+	bool link; /* a link to make at path, to file @file: no data */
+	uint64_t file;
 };
 
 /* Opens (makes) CACHE/journal for appending. 0 or -errno. */
@@ -22,8 +24,12 @@ int journal_open(struct cache *c);
 int journal_put(struct cache *c, const struct cfile *cf, const char *path);
 /* Appends the record of copy @id left at @path (c->lock held). */
 int journal_put_left(struct cache *c, uint64_t id, const char *path);
+/* Appends the record of link @id at @path to the file of cfile @file,
+ * still to make (c->lock held). */
+int journal_put_link(struct cache *c, uint64_t id, uint64_t file,
+		     const char *path);
 /* Appends "file @id is clean" (c->lock held); for a copy left, that it
- * is gone. */
+ * is gone; for a link, that it is made or no longer to make. */
 int journal_del(struct cache *c, uint64_t id);
 /* Rewrites the journal with the dirty list's records only (c->lock). */
 int journal_compact(struct cache *c);

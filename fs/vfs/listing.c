@@ -118,9 +118,10 @@ static void finish(struct walk *w, struct node *d)
 	for (struct node *c = d->child_first; c; c = c->sib_next) {
 		if (c->listed_gen == d->list_gen)
 			continue;
-		if (node_has_local(fs, c) || (w->ours && c->attr_valid)) {
-			/* not uploaded yet, or not asked (a directory of
-			 * ours) */
+		if (node_has_local(fs, c) || c->link_later ||
+		    (w->ours && c->attr_valid)) {
+			/* not uploaded yet (a link too), or not asked (a
+			 * directory of ours) */
 			c->listed_gen = d->list_gen;
 			d->list_count++;
 		} else if (raced(w, c)) {

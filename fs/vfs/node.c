@@ -156,8 +156,77 @@ int node_table_init(struct node_table *nt, const char *root_path)
 	return 0;
 }
 
+struct node *node_file(struct node *n)
+{
+	return n->link_to ? n->link_to : n;
+}
+
+void node_link_add(struct node *n, struct node *alias)
+{
+	n = node_file(n);
+	alias->link_to = n;
+	alias->link_next = n->links;
+	n->links = alias;
+}
+
+struct node *node_link_heir(const struct node *n)
+{
+	return n->links;
+}
+
+/* @alias is no longer a name of its file: a link still to make in the
+ * sandbox is not to be made (said to @nt's on_link_gone; @nt NULL: the
+ * table is being freed, and what is still to make stays so). */
+static void link_drop(struct node_table *nt, struct node *alias)
+{
+	if (!alias->link_to)
+		return;
+	if (nt && alias->link_later && nt->on_link_gone)
+		nt->on_link_gone(alias, nt->on_free_arg);
+	struct node **pp = &alias->link_to->links;
+	while (*pp && *pp != alias)
+		pp = &(*pp)->link_next;
+	if (*pp)
+		*pp = alias->link_next;
+	alias->link_to = NULL;
+	alias->link_next = NULL;
+	alias->link_later = false;
+	alias->link_seen = false;
+}
+
+void node_link_break(struct node_table *nt, struct node *alias)
+{
+	link_drop(nt, alias);
+}
+
+/* @n's name goes, and it has others: it takes the first one's place
+ * (its inode, content and handles stay), and that name's node goes. */
+static void link_inherit(struct node_table *nt, struct node *n)
+{
+	struct node *heir = n->links;
+	struct node *parent = heir->parent;
+	link_drop(nt, heir);
+	name_remove(nt, heir);
+	name_remove(nt, n);
+	/* the names are swapped: the heir, gone, keeps one to log */
+	char *name = heir->name;
+	heir->name = n->name;
+	heir->parent = NULL;
+	heir->unlinked = true;
+	heir->attr_valid = false;
+	n->name = name;
+	n->parent = parent;
+	name_insert(nt, n);
+	n->listed_gen = heir->listed_gen;
+	node_maybe_free(nt, heir);
+}
+
 static void node_free(struct node_table *nt, struct node *n)
 {
+	if (n->link_to)
+		link_drop(NULL, n);
+	while (n->links)
+		link_drop(NULL, n->links);
 	if (nt->on_free)
 		nt->on_free(n, nt->on_free_arg);
 	free(n->name);
@@ -234,6 +303,12 @@ void node_unlink(struct node_table *nt, struct node *n)
 		node_unlink(nt, n->child_first);
 	if (!n->parent)
 		return;
+	if (n->link_to)
+		link_drop(nt, n);
+	if (n->links && n->links->parent) {
+		link_inherit(nt, n);
+		return;
+	}
 	name_remove(nt, n);
 	n->parent = NULL;
 	n->unlinked = true;

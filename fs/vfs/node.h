@@ -99,6 +99,24 @@ struct node {
 
 	char *link_target; /* cached readlink */
 
+	/* hard links made through the mount (ARCHITECTURE.md "Hard
+	 * links"): a second name of a file is a node of its own in the
+	 * tree, with link_to its file's node, which every op and the kernel
+	 * see (this node's ino is never given out); that node chains its
+	 * other names from links, by link_next */
+	struct node *link_to;
+	struct node *links;
+	struct node *link_next;
+	/* a second name of a file not in the sandbox yet: the link is made
+	 * there after the file's upload (writeback.c), and link_id is its
+	 * journal record's (cache.h cache_link_add; 0: none) */
+	bool link_later;
+	uint64_t link_id;
+	/* another name of a file that the sandbox linked itself, as a scan
+	 * found it (special.c): a change reported there has the next
+	 * listing's scan say whether it still is */
+	bool link_seen;
+
 	/* setuid, setgid and sticky, which the file API never reports
 	 * (special.h): the bits last known, shown in attr.mode */
 	mode_t special;
@@ -176,6 +194,10 @@ struct node_table {
 	/* called when a node is freed (with the lock held) */
 	void (*on_free)(struct node *n, void *arg);
 	void *on_free_arg;
+	/* called when a name still to link in the sandbox (link_later)
+	 * stops being one of its file's (the lock held): removed, moved
+	 * over, or taken by the file itself; with on_free_arg */
+	void (*on_link_gone)(struct node *alias, void *arg);
 };
 
 int node_table_init(struct node_table *nt, const char *root_path);
@@ -190,8 +212,21 @@ struct node *node_child(struct node_table *nt, struct node *parent,
  * on ENOMEM. */
 struct node *node_child_get(struct node_table *nt, struct node *parent,
 			    const char *name);
-/* Detaches @n from the tree (it keeps its inode until forgotten). */
+/* Detaches @n from the tree (it keeps its inode until forgotten). A
+ * file with other names (links) is not detached: it takes the place of
+ * one of them instead, which goes. */
 void node_unlink(struct node_table *nt, struct node *n);
+/* The node of @n's file: @n, or the one it is another name of. */
+struct node *node_file(struct node *n);
+/* Makes @alias (a name in the tree, of no file yet) another name of
+ * @n's file. */
+void node_link_add(struct node *n, struct node *alias);
+/* @alias is no longer another name of its file: a node of its own
+ * again (the sandbox says they are two files now). */
+void node_link_break(struct node_table *nt, struct node *alias);
+/* The name @n's file takes when its own goes (node_unlink), NULL when
+ * it has no other. */
+struct node *node_link_heir(const struct node *n);
 /* Moves @n to (@parent, @name); an existing node there is unlinked
  * first. 0 or -ENOMEM. */
 int node_move(struct node_table *nt, struct node *n, struct node *parent,

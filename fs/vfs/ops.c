@@ -167,6 +167,9 @@ void node_stat(struct osbfs *fs, const struct node *n, struct stat *st)
 	 * "unknown" to find and fts, as on sshfs and btrfs; an orphan has
 	 * no name left */
 	st->st_nlink = n->unlinked ? 0 : 1;
+	/* and its other names made here (hard links) */
+	for (const struct node *l = n->links; l; l = l->link_next)
+		st->st_nlink += !node_negative(&fs->nodes, l, mono_ms());
 	owners_show(fs, a->owner, a->group, &st->st_uid, &st->st_gid);
 	st->st_size = a->size;
 	st->st_mtim = a->mtime;
@@ -227,6 +230,18 @@ void reply_node_entry(fuse_req_t req, struct osbfs *fs, struct node *n)
 {
 	struct fuse_entry_param e;
 	pthread_mutex_lock(&fs->nodes.lock);
+	if (n->link_to) {
+		/* another name of a file: the kernel gets the file, with
+		 * what the sandbox just said of this name if it knows no
+		 * better (the names share one inode there too) */
+		struct node *f = n->link_to;
+		if (!f->attr_valid && n->attr_valid) {
+			f->attr = n->attr;
+			f->attr_valid = true;
+			f->attr_expiry = n->attr_expiry;
+		}
+		n = f;
+	}
 	fill_entry(fs, n, &e);
 	n->nlookup++;
 	pthread_mutex_unlock(&fs->nodes.lock);
@@ -340,7 +355,8 @@ static int attr_get(struct osbfs *fs, struct held *h, struct fattr *ret,
 		pthread_mutex_unlock(&fs->nodes.lock);
 		return -ENOENT;
 	}
-	if (node_has_local(fs, h->n) ||
+	/* a link still to make in the sandbox is known here only */
+	if (node_has_local(fs, h->n) || h->n->link_later ||
 	    (node_attr_fresh(&fs->nodes, h->n, now) &&
 	     !(bits && node_bits_unknown(fs, h->n)))) {
 		if (ret)
@@ -484,8 +500,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	struct node *c = node_child(&fs->nodes, p, name);
 	bool listed = node_list_fresh(&fs->nodes, p, now);
-	if (c &&
-	    (node_has_local(fs, c) || node_attr_fresh(&fs->nodes, c, now))) {
+	if (c && (node_has_local(fs, c) || c->link_later ||
+		  node_attr_fresh(&fs->nodes, c, now))) {
 		pthread_mutex_unlock(&fs->nodes.lock);
 		reply_node_entry(req, fs, c);
 		return;

@@ -155,8 +155,14 @@ static int dirh_take(struct osbfs *fs, struct dirh *dh, struct node *d)
 							 S_IFREG;
 		/* a lossy name is listed, but without its attributes: the
 		 * kernel asks a lookup, which refuses it */
-		rc = dirh_add(dh, c->name, name_lossy(c->name) ? NULL : c,
-			      c->ino, t);
+		/* a second name of a file goes as a bare name with the
+		 * file's inode: the kernel's lookup of it finds the file */
+		if (c->link_to)
+			rc = dirh_add(dh, c->name, NULL, c->link_to->ino, t);
+		else
+			rc = dirh_add(dh, c->name,
+				      name_lossy(c->name) ? NULL : c, c->ino,
+				      t);
 	}
 	dh->gen = d->change_gen;
 	return rc;
@@ -602,13 +608,64 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = 0; /* made here, not in the sandbox yet */
 		local_only = true;
 	}
-	if (!rc && (n || cache_dirty_below(fs->cache, h.n, true)))
+	if (!rc && (n || cache_dirty_below(fs->cache, h.n, true) ||
+		    cache_links_below(fs->cache, h.path)))
 		rc = -ENOTEMPTY;
 	if (!rc)
 		rc = rmdir_send(fs, &h, name, local_only);
 	rdent_array_free(ents, n);
 	fuse_reply_err(req, -rc);
 	held_put(fs, &h);
+}
+
+/*
+ * The journal record of @cf, if dirty, names @path: written before a file
+ * moves there, so a crash after the move uploads it under its new name.
+ * On a full disk, clean cached data makes room first.
+ */
+static int record_move(struct osbfs *fs, struct cfile *cf, const char *path)
+{
+	if (!cf)
+		return 0;
+	int rc = cache_record_update(fs->cache, cf, path);
+	if (rc)
+		log_error("rename of %s: cannot journal its new name in %s: %s",
+			  path, cache_dir(fs->cache), strerror(-rc));
+	return rc;
+}
+
+/* Whether @h is a second name of a file (a hard link made here). */
+static bool link_alias(struct osbfs *fs, const struct held *h)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	bool alias = h->n->link_to != NULL;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return alias;
+}
+
+/*
+ * Before @h's name goes (unlink, a rename over it): when its file has
+ * other names, *ret_heir is the one it keeps (malloc'd), and the file's
+ * journal record names it, so that its upload goes there. Else NULL.
+ * 0 or -errno.
+ */
+static int link_heir_path(struct osbfs *fs, const struct held *h,
+			  char **ret_heir)
+{
+	*ret_heir = NULL;
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *heir = h->n->link_to ? NULL : node_link_heir(h->n);
+	char *path = heir ? node_path(&fs->nodes, heir) : NULL;
+	struct cfile *cf = h->n->cf;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (heir && !path)
+		return -ENOMEM;
+	int rc = path ? record_move(fs, cf, path) : 0;
+	if (rc)
+		free(path);
+	else
+		*ret_heir = path;
+	return rc;
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -631,13 +688,17 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!rc && a.type == OSB_DIR &&
 	    (!node_has_local(fs, h.n) || cache_is_dir(fs->cache, h.n->cf)))
 		rc = -EISDIR;
-	if (!rc && a.type == OSB_FILE)
+	char *heir = NULL; /* the name the file keeps, if it has others */
+	if (!rc)
+		rc = link_heir_path(fs, &h, &heir);
+	if (!rc && a.type == OSB_FILE && !heir && !link_alias(fs, &h))
 		file_keep_for_readers(fs, &h);
 	if (!rc) {
 		pthread_rwlock_wrlock(&fs->path_lock);
 		pthread_mutex_lock(&fs->nodes.lock);
 		bool only_local =
-			h.n->cf && cache_only_local(fs->cache, h.n->cf);
+			(h.n->cf && cache_only_local(fs->cache, h.n->cf)) ||
+			h.n->link_later;
 		pthread_mutex_unlock(&fs->nodes.lock);
 		/* made here and never uploaded: nothing to delete there */
 		if (!only_local)
@@ -650,7 +711,8 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		}
 		if (!rc) {
 			pthread_mutex_lock(&fs->nodes.lock);
-			if (h.n->cf)
+			struct node *f = node_file(h.n);
+			if (h.n->cf && !heir)
 				cache_forget(fs->cache, h.n->cf);
 			struct node *p = h.n->parent;
 			node_unlink(&fs->nodes, h.n);
@@ -658,29 +720,25 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 				dir_changed(fs, p, NULL);
 				dir_name_gone(fs, p, name);
 			}
+			/* the file's link count moved in the sandbox */
+			if (f != h.n || heir)
+				node_changed_here(fs, f, NULL);
 			pthread_mutex_unlock(&fs->nodes.lock);
-			xattrs_drop(fs->xattrs, h.path);
+			if (heir)
+				xattrs_move(fs->xattrs, h.path, heir);
+			else
+				xattrs_drop(fs->xattrs, h.path);
+		} else if (heir) {
+			pthread_mutex_lock(&fs->nodes.lock);
+			struct cfile *cf = h.n->cf;
+			pthread_mutex_unlock(&fs->nodes.lock);
+			record_move(fs, cf, h.path); /* it keeps its name */
 		}
 		pthread_rwlock_unlock(&fs->path_lock);
 	}
+	free(heir);
 	fuse_reply_err(req, -rc);
 	held_put(fs, &h);
-}
-
-/*
- * The journal record of @cf, if dirty, names @path: written before a file
- * moves there, so a crash after the move uploads it under its new name.
- * On a full disk, clean cached data makes room first.
- */
-static int record_move(struct osbfs *fs, struct cfile *cf, const char *path)
-{
-	if (!cf)
-		return 0;
-	int rc = cache_record_update(fs->cache, cf, path);
-	if (rc)
-		log_error("rename of %s: cannot journal its new name in %s: %s",
-			  path, cache_dir(fs->cache), strerror(-rc));
-	return rc;
 }
 
 /*
@@ -700,12 +758,24 @@ static int rename_send(struct osbfs *fs, const struct held *src,
 		       struct cfile *dcf, bool *ret_moved)
 {
 	*ret_moved = false;
+	/* a file with other names is one inode in the sandbox too: an
+	 * upload to a name of it writes into that inode, so no upload goes
+	 * to a name moved over it, and one of it goes to no new name */
+	pthread_mutex_lock(&fs->nodes.lock);
+	bool src_linked = src->n->links || src->n->link_to;
+	bool dst_linked = dst->n->links || dst->n->link_to;
+	bool src_later = src->n->link_later;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	/* a link still to make goes to the new name, over what is there */
+	if (src_later)
+		return 0;
 	bool src_local = scf && cache_only_local(fs->cache, scf);
 	bool dst_local = dcf && cache_only_local(fs->cache, dcf);
 	bool over = da && !dst_local; /* what the sandbox has there goes */
 	bool over_file = !da || dst_local || da->type == OSB_FILE;
 
 	if (sa->type == OSB_FILE && scf && !src_local && da && over_file &&
+	    !src_linked && !dst_linked &&
 	    cache_sent_here(fs->cache, scf, RESEND_MAX)) {
 		bool left = false;
 		int rc = cache_resend(fs->cache, scf, over ? dcf : NULL,
@@ -719,18 +789,20 @@ static int rename_send(struct osbfs *fs, const struct held *src,
 			cache_base_lost(fs->cache, scf); /* stays there */
 		return rc == -ENOENT ? 0 : rc;
 	}
-	if (src_local && sa->type != OSB_DIR && over_file) {
+	if (src_local && sa->type != OSB_DIR && over_file && !dst_linked) {
 		if (over)
 			cache_moved_over(fs->cache, scf, dcf, da);
 		else
 			cache_left_replace(fs->cache, dst->path, scf);
 		return 0;
 	}
-	if (src_local && sa->type != OSB_DIR && da && da->type == OSB_SYMLINK) {
-		/* over a symlink the sandbox has, with a file it has not seen
-		 * (an editor's save over a link): the link goes now (an
-		 * upload would write through it), the file with its upload */
-		int rc = remote_unlink(fs, dst->path, true);
+	if (src_local && sa->type != OSB_DIR && da &&
+	    (da->type == OSB_SYMLINK || dst_linked)) {
+		/* over a symlink the sandbox has, or a name of a file that
+		 * has others, with a file it has not seen (an editor's save
+		 * over a link): the name goes now (an upload would write
+		 * through it), the file with its upload */
+		int rc = remote_unlink(fs, dst->path, da->type == OSB_SYMLINK);
 		if (rc && rc != -ENOENT)
 			return rc;
 		cache_left_replace(fs->cache, dst->path, scf);
@@ -756,6 +828,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct held src = { 0 }, dst = { 0 };
 	struct fattr sa, da;
 	bool dst_exists = false;
+	char *heir = NULL; /* the name a file replaced here keeps */
 
 	atomic_store(&fs->last_activity, mono_ms());
 	if (ctl_is_ino(parent) && ctl_is_ino(newparent)) {
@@ -787,8 +860,13 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			rc = drc;
 		dst_exists = drc == 0;
 	}
-	if (!rc && src.n == dst.n)
-		goto out; /* rename to itself */
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		bool same = node_file(src.n) == node_file(dst.n);
+		pthread_mutex_unlock(&fs->nodes.lock);
+		if (src.n == dst.n || (same && dst_exists))
+			goto out; /* to itself, or to another name of it */
+	}
 	if (!rc && dst_exists && (flags & RENAME_NOREPLACE))
 		rc = -EEXIST;
 	if (!rc && dst_exists && sa.type == OSB_DIR && da.type != OSB_DIR)
@@ -804,19 +882,24 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* a directory is replaced only when empty: files below it that the
 	 * sandbox has not seen yet count (the sandbox's mv would not know) */
 	if (!rc && dst_exists && da.type == OSB_DIR &&
-	    cache_dirty_below(fs->cache, dst.n, true))
+	    (cache_dirty_below(fs->cache, dst.n, true) ||
+	     cache_links_below(fs->cache, dst.path)))
 		rc = -ENOTEMPTY;
 	if (rc)
 		goto out;
-	if (dst_exists && da.type == OSB_FILE)
+	rc = dst_exists ? link_heir_path(fs, &dst, &heir) : 0;
+	if (rc)
+		goto out;
+	if (dst_exists && da.type == OSB_FILE && !heir && !link_alias(fs, &dst))
 		file_keep_for_readers(fs, &dst);
 	/* a directory made here goes to the sandbox first, so that the
 	 * sandbox's mv has it to move, and so does the one it goes into */
 	if (sa.type == OSB_DIR)
 		rc = dir_made(fs, src.n);
 	pthread_mutex_lock(&fs->nodes.lock);
-	bool only_here = sa.type != OSB_DIR && src.n->cf &&
-			 cache_only_local(fs->cache, src.n->cf);
+	bool only_here = (sa.type != OSB_DIR && src.n->cf &&
+			  cache_only_local(fs->cache, src.n->cf)) ||
+			 src.n->link_later;
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (!rc && !only_here)
 		rc = parent_made(fs, &dst);
@@ -830,10 +913,21 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (rc)
 			goto out;
 	}
+	/* a link still to make is made at the new name */
+	pthread_mutex_lock(&fs->nodes.lock);
+	uint64_t lid = src.n->link_later ? src.n->link_id : 0;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (lid) {
+		/* (a name of another's file: no record of its own moved) */
+		rc = cache_link_move(fs->cache, lid, dst.path);
+		if (rc)
+			goto out;
+	}
 
 	pthread_rwlock_wrlock(&fs->path_lock);
 	pthread_mutex_lock(&fs->nodes.lock);
-	struct cfile *scf = src.n->cf, *dcf = dst.n->cf;
+	/* a file keeping another name is not replaced */
+	struct cfile *scf = src.n->cf, *dcf = heir ? NULL : dst.n->cf;
 	pthread_mutex_unlock(&fs->nodes.lock);
 
 	bool moved;
@@ -856,18 +950,31 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		 * moves, a directory's too (its contents keep theirs); the
 		 * cache's validator has none for a directory */
 		if (!rc && moved && sa.type != OSB_DIR)
-			node_changed_here(fs, src.n, NULL);
+			node_changed_here(fs, node_file(src.n), NULL);
 		else if (!rc && moved)
 			special_touched(fs, src.n);
 		pthread_mutex_unlock(&fs->nodes.lock);
-		if (sa.type == OSB_DIR)
+		if (sa.type == OSB_DIR) {
 			cache_records_follow(fs->cache, src.n);
+			cache_links_follow(fs->cache, src.path, dst.path);
+		}
+		if (heir)
+			xattrs_move(fs->xattrs, dst.path, heir);
 		xattrs_move(fs->xattrs, src.path, dst.path);
 	} else if (sa.type == OSB_FILE) {
 		record_move(fs, scf, src.path); /* it stays where it was */
+		if (lid)
+			cache_link_move(fs->cache, lid, src.path);
+	}
+	if (heir && rc) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		struct cfile *hcf = dst.n->cf;
+		pthread_mutex_unlock(&fs->nodes.lock);
+		record_move(fs, hcf, dst.path); /* it keeps its name */
 	}
 	pthread_rwlock_unlock(&fs->path_lock);
 out:
+	free(heir);
 	fuse_reply_err(req, -rc);
 	held_put(fs, &src);
 	held_put(fs, &dst);
@@ -988,16 +1095,116 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	held_put(fs, &h);
 }
 
+/*
+ * Before a link to @cf's file (NULL: one the cache has no content of) at
+ * @dst: *ret_later says whether it is made after the file's upload, and
+ * path_lock is held for writing on success. A file the sandbox has not
+ * seen yet gets the link after its upload: git links each new object to
+ * its name, then removes the first name, which then costs nothing; else
+ * the bytes written so far go first, and the directory it goes in. An
+ * upload that took the file while it waited for the lock makes it one
+ * the sandbox has. 0 or -errno.
+ */
+static int link_prepare(struct osbfs *fs, struct held *dst, struct cfile *cf,
+			bool *ret_later)
+{
+	for (int tries = 0;; tries++) {
+		bool later = cf && cache_only_local(fs->cache, cf);
+		int rc = 0;
+		if (!later && cf && cache_is_dirty(fs->cache, cf))
+			rc = wb_flush_bytes(fs, cf);
+		if (!rc && !later)
+			rc = parent_made(fs, dst);
+		if (!rc)
+			rc = lefts_clear(fs, dst->path);
+		if (rc)
+			return rc;
+		pthread_rwlock_wrlock(&fs->path_lock);
+		if (!later || cache_only_local(fs->cache, cf)) {
+			*ret_later = later;
+			return 0;
+		}
+		pthread_rwlock_unlock(&fs->path_lock);
+		if (tries == 2)
+			return -EAGAIN; /* never seen: each upload waits */
+	}
+}
+
+/*
+ * link(2): made in the sandbox by a command run at most once, after the
+ * file's pending upload (ARCHITECTURE.md "Hard links"); here the new
+ * name is another name of the same node, so both show one inode.
+ */
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
 {
-	(void)ino;
-	(void)newparent;
-	(void)newname;
-	/* the file API has no hard links, and a link made with ln would
-	 * share data that this cache keys by name. Not EEXIST: git falls
-	 * back to rename on any other error. */
-	fuse_reply_err(req, ENOSYS);
+	struct osbfs *fs = req_fs(req);
+	struct held src = { 0 }, dst = { 0 };
+	struct fattr sa, da;
+
+	atomic_store(&fs->last_activity, mono_ms());
+	if (ctl_is_ino(ino) || ctl_is_ino(newparent)) {
+		/* the control tree is another filesystem, as for rename */
+		fuse_reply_err(req, EXDEV);
+		return;
+	}
+	int rc = parent_ok(fs, newparent, newname);
+	if (!rc)
+		rc = held_get(fs, ino, &src);
+	if (!rc)
+		rc = node_attr(fs, &src, &sa);
+	/* a directory never; nor a symlink, whose relative target would
+	 * lead elsewhere from the other name (linkmap.h) */
+	if (!rc && sa.type != OSB_FILE)
+		rc = -EPERM;
+	if (!rc)
+		rc = held_child(fs, newparent, newname, &dst);
+	if (!rc) {
+		int drc = node_attr(fs, &dst, &da);
+		rc = drc == 0 ? -EEXIST : drc == -ENOENT ? 0 : drc;
+	}
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct cfile *cf = src.n ? src.n->cf : NULL;
+	if (cf)
+		cache_ref(fs->cache, cf);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	bool later = false;
+	uint64_t lid = 0;
+	if (!rc)
+		rc = link_prepare(fs, &dst, cf, &later);
+	/* its record first: a crash before the upload loses no name */
+	if (!rc && later) {
+		rc = cache_link_add(fs->cache, cf, dst.path, &lid);
+		if (rc)
+			pthread_rwlock_unlock(&fs->path_lock);
+	}
+	if (cf)
+		cache_unref(fs->cache, cf);
+	if (!rc) {
+		rc = later ? 0 : remote_link(fs, src.path, dst.path);
+		if (!rc) {
+			pthread_mutex_lock(&fs->nodes.lock);
+			struct node *f = node_file(src.n);
+			node_link_add(f, dst.n);
+			dst.n->link_later = later;
+			dst.n->link_id = lid;
+			node_set_attr(dst.n, &f->attr,
+				      mono_ms() + fs->opt->attr_timeout_ms);
+			if (dst.n->parent)
+				dir_changed(fs, dst.n->parent, dst.n);
+			/* the link moved the file's ctime there */
+			if (!later)
+				node_changed_here(fs, f, NULL);
+			pthread_mutex_unlock(&fs->nodes.lock);
+		}
+		pthread_rwlock_unlock(&fs->path_lock);
+	}
+	if (!rc)
+		reply_node_entry(req, fs, src.n);
+	else
+		fuse_reply_err(req, -rc);
+	held_put(fs, &src);
+	held_put(fs, &dst);
 }
 
 void op_dir_register(struct fuse_lowlevel_ops *ops)

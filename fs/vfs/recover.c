@@ -35,12 +35,57 @@ struct other {
 	int count; /* records taken up */
 };
 
+/* A dirty file taken up, given to the callback once every journal is
+ * read (the links to it may come in any order). */
+struct rfile {
+	struct cfile *cf;
+	char *path;
+};
+
 struct replay {
 	struct cache *c;
 	cache_recover_fn fn;
 	void *arg;
 	struct other *from; /* NULL for this slot's own journal */
+	struct rfile *files;
+	size_t nfiles, files_cap;
+	struct plink *links; /* links still to make */
+	size_t nlinks, links_cap;
 };
+
+/* Appends @size bytes at *@v (of *@n, room for *@cap). -ENOMEM. */
+static int grow(void **v, size_t *n, size_t *cap, size_t size)
+{
+	if (*n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 16;
+	void *g = realloc(*v, c * size);
+	if (!g)
+		return -ENOMEM;
+	*v = g;
+	*cap = c;
+	return 0;
+}
+
+/* Link record @id, to make at @r->path: kept for its file's callback. */
+static void link_found(struct replay *rp, uint64_t id,
+		       const struct journal_record *r)
+{
+	for (size_t i = 0; i < rp->nlinks; i++)
+		if (rp->links[i].id == id)
+			return; /* taken up already */
+	char *path = strdup(r->path);
+	if (!path || grow((void **)&rp->links, &rp->nlinks, &rp->links_cap,
+			  sizeof(*rp->links))) {
+		free(path);
+		log_error("cannot take up the link %s made by an earlier run: "
+			  "out of memory",
+			  r->path);
+		return;
+	}
+	rp->links[rp->nlinks++] =
+		(struct plink){ .id = id, .file = r->file, .path = path };
+}
 
 static bool id_known(struct cache *c, uint64_t id)
 {
@@ -85,10 +130,14 @@ static void replay_one(void *arg, uint64_t id, const struct journal_record *r)
 	char name[17];
 
 	cache_id_name(id, name);
-	if (rp->from && !r->left && !take_data(rp, id, r, name))
+	if (rp->from && !r->left && !r->link && !take_data(rp, id, r, name))
 		return;
 	if (rp->from)
 		rp->from->count++;
+	if (r->link) {
+		link_found(rp, id, r);
+		return;
+	}
 	if (r->left) {
 		/* a copy to remove: due now */
 		pthread_mutex_lock(&c->lock);
@@ -122,7 +171,45 @@ static void replay_one(void *arg, uint64_t id, const struct journal_record *r)
 	cf->record_path = strdup(r->path);
 	cache_dirty_list_add(c, cf);
 	pthread_mutex_unlock(&c->lock);
-	rp->fn(rp->arg, r->path, cf);
+	char *path = strdup(r->path);
+	if (path && !grow((void **)&rp->files, &rp->nfiles, &rp->files_cap,
+			  sizeof(*rp->files))) {
+		rp->files[rp->nfiles++] = (struct rfile){ cf, path };
+		return;
+	}
+	free(path);
+	rp->fn(rp->arg, r->path, cf, NULL, 0); /* without its links */
+}
+
+/* Each dirty file taken up goes to the callback, with the links still
+ * to make to it; a link whose file has no record left is dropped. */
+static void replay_done(struct replay *rp)
+{
+	struct plink *mine = calloc(rp->nlinks ? rp->nlinks : 1, sizeof(*mine));
+	for (size_t i = 0; i < rp->nfiles; i++) {
+		struct rfile *f = &rp->files[i];
+		size_t k = 0;
+		for (size_t j = 0; mine && j < rp->nlinks; j++)
+			if (rp->links[j].path &&
+			    rp->links[j].file == f->cf->id) {
+				mine[k++] = rp->links[j];
+				rp->links[j].path = NULL; /* given */
+			}
+		rp->fn(rp->arg, f->path, f->cf, mine, k);
+		for (size_t j = 0; j < k; j++)
+			free(mine[j].path);
+		free(f->path);
+	}
+	for (size_t j = 0; j < rp->nlinks; j++) {
+		if (rp->links[j].path)
+			log_error("the link %s made by an earlier run is not "
+				  "made: its file has no unsaved record",
+				  rp->links[j].path);
+		free(rp->links[j].path);
+	}
+	free(mine);
+	free(rp->files);
+	free(rp->links);
 }
 
 /* Opens slot @i of the cache dir if nobody holds it and it has a
@@ -177,7 +264,7 @@ static void other_close(struct other *o)
 
 int cache_recover(struct cache *c, cache_recover_fn fn, void *arg)
 {
-	struct replay rp = { c, fn, arg, NULL };
+	struct replay rp = { .c = c, .fn = fn, .arg = arg };
 	struct other others[HOLDER_SLOTS];
 	int n = 0;
 
@@ -196,6 +283,7 @@ int cache_recover(struct cache *c, cache_recover_fn fn, void *arg)
 				 others[n].count, others[n].dir);
 		n++;
 	}
+	replay_done(&rp);
 	pthread_mutex_lock(&c->lock);
 	cache_sweep(c);
 	int rc = journal_compact(c);
@@ -214,8 +302,107 @@ int cache_recover(struct cache *c, cache_recover_fn fn, void *arg)
 	return count;
 }
 
-/* A dirty file left by an earlier run: back into the tree, due now. */
-static void recovered(void *arg, const char *path, struct cfile *cf)
+/* The node at @rel ("a/b") below the root, made if missing (nodes lock
+ * held); NULL on ENOMEM. */
+static struct node *node_at(struct osbfs *fs, const char *rel)
+{
+	char *copy = strdup(rel);
+	struct node *n = copy ? fs->nodes.root : NULL;
+	char *save = NULL;
+	for (char *tok = copy ? strtok_r(copy, "/", &save) : NULL; n && tok;
+	     tok = strtok_r(NULL, "/", &save))
+		n = node_child_get(&fs->nodes, n, tok);
+	free(copy);
+	return n == fs->nodes.root ? NULL : n;
+}
+
+/* The links still to make to file @f, placed in the tree: names of its
+ * node, made in the sandbox after its upload (nodes lock held). */
+static void place_links(struct osbfs *fs, struct node *f,
+			const struct plink *links, size_t nlinks)
+{
+	for (size_t i = 0; i < nlinks; i++) {
+		const struct plink *l = &links[i];
+		const char *rel = path_below(fs->root, l->path);
+		struct node *a = rel && *rel ? node_at(fs, rel) : NULL;
+		if (!a || a == f || a->cf || a->link_to || a->links ||
+		    cache_link_keep(fs->cache, l->id, l->file, l->path)) {
+			log_error("could not place the link %s made by an "
+				  "earlier run: it is not made",
+				  l->path);
+			continue;
+		}
+		node_link_add(f, a);
+		a->link_later = true;
+		a->link_id = l->id;
+		a->attr = f->attr;
+		a->attr_valid = true;
+		log_info("the link %s from an earlier run is made after the "
+			 "upload",
+			 l->path);
+	}
+}
+
+/* A dirty file outside what this mount shows, and the links still to
+ * make to it: uploaded right here. */
+static void recovered_outside(struct osbfs *fs, const char *path,
+			      struct cfile *cf, const struct plink *links,
+			      size_t nlinks)
+{
+	int rc;
+	if (cf->m.dir) {
+		struct rdir d = { .path = path,
+				  .mode = cf->m.mode,
+				  .owner = cf->m.owner,
+				  .group = cf->m.group };
+		rc = remote_dirs(fs, &d, 1);
+	} else {
+		struct rupload u = { .path = path,
+				     .size = cf->size,
+				     .mode = cf->m.mode,
+				     .owner = cf->m.owner,
+				     .group = cf->m.group };
+		u.fd = cache_fd(fs->cache, cf);
+		rc = u.fd < 0 ? u.fd : remote_upload(fs, &u, 1);
+		if (u.fd >= 0)
+			close(u.fd);
+	}
+	char **srcs = nlinks ? calloc(nlinks, sizeof(*srcs)) : NULL;
+	char **dsts = nlinks ? calloc(nlinks, sizeof(*dsts)) : NULL;
+	int lrc = nlinks && (!srcs || !dsts) ? -ENOMEM : 0;
+	for (size_t i = 0; !rc && !lrc && i < nlinks; i++) {
+		srcs[i] = (char *)path;
+		dsts[i] = links[i].path;
+	}
+	if (!rc && !lrc && nlinks)
+		lrc = remote_links_later(fs, srcs, dsts, nlinks);
+	free(srcs);
+	free(dsts);
+	if (!rc && lrc)
+		log_error("could not make %zu link(s) to %s left by an earlier "
+			  "run, first %s: %s",
+			  nlinks, path, links[0].path, strerror(-lrc));
+	/* not uploaded: its links wait with it for the next mount */
+	for (size_t i = 0; rc && i < nlinks; i++)
+		cache_link_keep(fs->cache, links[i].id, links[i].file,
+				links[i].path);
+	pthread_mutex_lock(&fs->cache->lock);
+	if (!rc)
+		cache_uploaded(fs->cache, cf, cf->wgen);
+	pthread_mutex_unlock(&fs->cache->lock);
+	if (rc)
+		log_error("could not upload %s left by an earlier run "
+			  "(kept for the next mount)",
+			  path);
+	else
+		log_info("uploaded %s left by an earlier run", path);
+	cache_unref(fs->cache, cf);
+}
+
+/* A dirty file left by an earlier run: back into the tree, due now, with
+ * the links still to make to it. */
+static void recovered(void *arg, const char *path, struct cfile *cf,
+		      const struct plink *links, size_t nlinks)
 {
 	struct osbfs *fs = arg;
 
@@ -223,45 +410,12 @@ static void recovered(void *arg, const char *path, struct cfile *cf)
 	const char *rel = path_below(fs->root, path);
 	if (!rel || !*rel) {
 		/* outside what this mount shows: upload it right here */
-		int rc;
-		if (cf->m.dir) {
-			struct rdir d = { .path = path,
-					  .mode = cf->m.mode,
-					  .owner = cf->m.owner,
-					  .group = cf->m.group };
-			rc = remote_dirs(fs, &d, 1);
-		} else {
-			struct rupload u = { .path = path,
-					     .size = cf->size,
-					     .mode = cf->m.mode,
-					     .owner = cf->m.owner,
-					     .group = cf->m.group };
-			u.fd = cache_fd(fs->cache, cf);
-			rc = u.fd < 0 ? u.fd : remote_upload(fs, &u, 1);
-			if (u.fd >= 0)
-				close(u.fd);
-		}
-		pthread_mutex_lock(&fs->cache->lock);
-		if (!rc)
-			cache_uploaded(fs->cache, cf, cf->wgen);
-		pthread_mutex_unlock(&fs->cache->lock);
-		if (rc)
-			log_error("could not upload %s left by an earlier run "
-				  "(kept for the next mount)",
-				  path);
-		else
-			log_info("uploaded %s left by an earlier run", path);
-		cache_unref(fs->cache, cf);
+		recovered_outside(fs, path, cf, links, nlinks);
 		return;
 	}
-	char *copy = strdup(rel);
 	pthread_mutex_lock(&fs->nodes.lock);
-	struct node *n = fs->nodes.root;
-	char *save = NULL;
-	for (char *tok = copy ? strtok_r(copy, "/", &save) : NULL; n && tok;
-	     tok = strtok_r(NULL, "/", &save))
-		n = node_child_get(&fs->nodes, n, tok);
-	if (n && !n->cf && n != fs->nodes.root) {
+	struct node *n = node_at(fs, rel);
+	if (n && !n->cf && !n->link_to) {
 		n->cf = cf; /* the node takes our reference */
 		cf->node = n;
 		n->attr.type = cf->m.dir ? OSB_DIR : OSB_FILE;
@@ -269,10 +423,11 @@ static void recovered(void *arg, const char *path, struct cfile *cf)
 		n->attr.size = cf->m.dir ? 4096 : cf->size;
 		n->attr.mtime = cf->m.mtime;
 		n->attr_valid = true;
+		if (!cf->m.dir)
+			place_links(fs, n, links, nlinks);
 		cf = NULL;
 	}
 	pthread_mutex_unlock(&fs->nodes.lock);
-	free(copy);
 	if (cf) {
 		log_error("could not place %s left by an earlier run", path);
 		cache_unref(fs->cache, cf);

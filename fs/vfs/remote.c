@@ -581,18 +581,24 @@ int remote_stat_full(struct osbfs *fs, const char *path, struct fattr *ret)
 
 /*
  * The entries with special bits below the directory we are in, down to
- * %d levels: one line each, the raw mode and the path below it in hex
- * (any byte survives). Only files and directories: the rest show none.
- * find's own status is not the answer (an entry gone during the walk
- * makes it 1): what it printed is.
+ * %d levels, and the files with other names (hard links): one line each,
+ * the raw mode, the link count, the inode number and the path below it
+ * in hex (any byte survives). Only files and directories: the rest show
+ * none. A find without -links (a busybox built without it) names the
+ * first only. find's own status is not the answer (an entry gone during
+ * the walk makes it 1): what it printed is.
  */
 static const char specials_fmt[] =
 	"command -v find >/dev/null || exit 127\n"
 	"cd -- %s || exit 1\n"
+	"set --\n"
+	"find . -maxdepth 0 -links +0 >/dev/null 2>&1 && "
+	"set -- -o \\( -type f -links +1 \\)\n"
 	"find . -mindepth 1 -maxdepth %d \\( -type f -o -type d \\) "
-	"\\( -perm -4000 -o -perm -2000 -o -perm -1000 \\) "
+	"\\( -perm -4000 -o -perm -2000 -o -perm -1000 \"$@\" \\) "
 	"-exec sh -c 'for f do "
-	"m=$(stat -c %%f -- \"$f\") || continue; printf \"%%s \" \"$m\"; "
+	"m=$(stat -c \"%%f %%h %%i\" -- \"$f\") || continue; "
+	"printf \"%%s \" \"$m\"; "
 	"printf %%s \"${f#./}\" | od -An -v -tx1 | tr -d \" \\n\"; echo; "
 	"done' sh {} + 2>/dev/null\n"
 	"exit 0\n";
@@ -605,9 +611,14 @@ int remote_specials_parse(char *out, struct rdent **ret, size_t *ret_n)
 		next = strchr(line, '\n');
 		if (next)
 			*next++ = '\0';
-		unsigned rawmode;
-		char *sp = strchr(line, ' ');
+		/* "MODE NLINK INO HEX", or "MODE HEX" */
+		unsigned rawmode, nlink = 0;
+		unsigned long long ino = 0;
+		char *sp = strrchr(line, ' ');
 		if (!sp || sscanf(line, "%x", &rawmode) != 1 || !sp[1])
+			continue;
+		if (sp != strchr(line, ' ') &&
+		    sscanf(line, "%*x %u %llu", &nlink, &ino) != 2)
 			continue;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 16;
@@ -625,6 +636,11 @@ int remote_specials_parse(char *out, struct rdent **ret, size_t *ret_n)
 		d[n].name_len = strlen(d[n].name);
 		d[n].attr.mode = rawmode & 07777;
 		d[n].attr.mode_full = true;
+		if ((rawmode & S_IFMT) == S_IFREG && nlink > 1) {
+			d[n].attr.type = OSB_FILE;
+			d[n].nlink = nlink;
+			d[n].ino = ino;
+		}
 		n++;
 	}
 	*ret = d;
@@ -1495,6 +1511,80 @@ int remote_symlink(struct osbfs *fs, const char *target, const char *path)
 		return -ENOMEM;
 	rc = shell_do(fs, cmd, SHELL_ONCE, "symlink", path, NULL);
 	free(cmd);
+	return rc;
+}
+
+int remote_link(struct osbfs *fs, const char *src, const char *path)
+{
+	int rc = path_check(src);
+	if (!rc)
+		rc = path_check(path);
+	if (rc)
+		return rc;
+	/* -T: a directory made at @path meanwhile is not linked into */
+	char *cmd = shell_cmd("ln -T -- %s %s", src, path);
+	if (!cmd)
+		return -ENOMEM;
+	rc = shell_do(fs, cmd, SHELL_ONCE, "link", path, NULL);
+	free(cmd);
+	return rc;
+}
+
+int remote_copy(struct osbfs *fs, const char *src, const char *path)
+{
+	int rc = path_check(src);
+	if (!rc)
+		rc = path_check(path);
+	if (rc)
+		return rc;
+	char *cmd = shell_cmd("cp -pT -- %s %s", src, path);
+	if (!cmd)
+		return -ENOMEM;
+	rc = shell_do(fs, cmd, SHELL_ONCE, "copy", path, NULL);
+	free(cmd);
+	return rc;
+}
+
+int remote_links_later(struct osbfs *fs, char *const *srcs, char *const *paths,
+		       size_t n)
+{
+	char *script = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&script, &len);
+	if (!f)
+		return -ENOMEM;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < n; i++) {
+		rc = path_check(srcs[i]);
+		if (!rc)
+			rc = path_check(paths[i]);
+		const char *slash = strrchr(paths[i], '/');
+		char *dir = rc || !slash ? NULL :
+					   strndup(paths[i],
+						   (size_t)(slash - paths[i]));
+		char *qd = dir ? osb_shell_quote(*dir ? dir : "/") : NULL;
+		char *line = qd ? shell_cmd("[ %s -ef %s ] || { mkdir -p -- ",
+					    paths[i], srcs[i]) :
+				  NULL;
+		char *tail = line ? shell_cmd(" && ln -fT -- %s %s; } || e=1\n",
+					      srcs[i], paths[i]) :
+				    NULL;
+		if (!rc && !tail)
+			rc = -ENOMEM;
+		if (!rc)
+			fprintf(f, "%s%s%s", line, qd, tail);
+		free(dir);
+		free(qd);
+		free(line);
+		free(tail);
+	}
+	if (!rc)
+		fputs("exit ${e:-0}\n", f);
+	if (fclose(f) && !rc)
+		rc = -ENOMEM;
+	if (!rc)
+		rc = shell_do(fs, script, SHELL_ONCE, "link", paths[0], NULL);
+	free(script);
 	return rc;
 }
 

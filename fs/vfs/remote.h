@@ -23,6 +23,10 @@ struct rdent {
 	size_t name_len; /* bytes the sandbox sent for it: more than
 			  * strlen(name) if they held a NUL */
 	struct fattr attr;
+	/* a scan's (remote_specials): the link count and the sandbox's
+	 * inode number of a file with other names, else 0 */
+	unsigned nlink;
+	uint64_t ino;
 };
 void rdent_array_free(struct rdent *d, size_t n);
 
@@ -149,6 +153,17 @@ int remote_unpack(struct osbfs *fs, const struct rupload *u,
 		  const struct rtimes *t, size_t n, int tmp_fd);
 
 int remote_symlink(struct osbfs *fs, const char *target, const char *path);
+/* A hard link @path to the file @src, by a command run at most once. */
+int remote_link(struct osbfs *fs, const char *src, const char *path);
+/* Hard links @paths[i] to the files @srcs[i], made after those files'
+ * upload, in one command run at most once: a name that is a link to its
+ * file already is left, anything else there is replaced, and missing
+ * directories on the way are made. */
+int remote_links_later(struct osbfs *fs, char *const *srcs, char *const *paths,
+		       size_t n);
+/* A copy of the file @src at the new name @path (mode and times kept),
+ * by a command run at most once. */
+int remote_copy(struct osbfs *fs, const char *src, const char *path);
 int remote_readlink(struct osbfs *fs, const char *path, char **ret);
 int remote_statfs(struct osbfs *fs, const char *path, struct statvfs *ret);
 

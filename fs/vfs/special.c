@@ -11,6 +11,7 @@
 
 #include "hex.h"
 #include "log.h"
+#include "notify.h"
 #include "ops.h"
 #include "special.h"
 
@@ -176,18 +177,97 @@ static bool asked_by(const struct node *n, uint64_t id)
 	return n->special_state == SPECIAL_UNKNOWN && n->special_gen == id;
 }
 
+/* Whether the scan @id asked for @n and has its answer now (before
+ * settle() makes it KNOWN). */
+static bool answered(const struct node *n, uint64_t id)
+{
+	return n->special_state == SPECIAL_UNKNOWN &&
+	       (n->special_gen == id || n->special_gen == ~0ull);
+}
+
+/* Whether @n is a name the kernel never had and nothing here holds: it
+ * can become another name of a file (its own inode never given out). */
+static bool fresh_name(const struct node *n)
+{
+	return n->parent && !n->nlookup && !n->cf && !n->links && !n->link_to &&
+	       n->attr_valid && n->attr.type == OSB_FILE;
+}
+
+/*
+ * The names of one file in the sandbox that the scan found (@found with
+ * the same inode, a link count past 1): those the kernel never had become
+ * other names of the first it had, or of the first found, so that they
+ * show as one inode with its count, as links made here do. A name asked
+ * that is another name of a file but was not found so (alone now, or of
+ * another inode than its file) is a node of its own again.
+ */
+static void links_settle(struct osbfs *fs, struct special_ask *sa,
+			 const struct rdent *found, size_t nfound,
+			 struct node **nodes)
+{
+	struct node_table *nt = &fs->nodes;
+	/* (@nodes[i]: the node of found[i], or NULL) */
+	for (size_t i = 0; i < sa->count; i++) {
+		struct node *n = sa->n[i];
+		if (!n->link_to || n->link_later || !answered(n, sa->id))
+			continue;
+		size_t k = 0, kf = nfound;
+		while (k < nfound && nodes[k] != n)
+			k++;
+		for (size_t j = 0; j < nfound; j++)
+			if (nodes[j] == n->link_to)
+				kf = j;
+		if (k == nfound || !found[k].nlink ||
+		    (kf < nfound && found[kf].ino != found[k].ino)) {
+			node_link_break(nt, n);
+			/* the kernel's entry has the file's inode */
+			if (n->parent)
+				notify_entry(fs, n->parent->ino, n->name);
+		}
+	}
+	for (size_t i = 0; i < nfound; i++) {
+		if (!found[i].nlink || !nodes[i])
+			continue;
+		/* the file: the first of its names that is not fresh */
+		struct node *f = NULL;
+		for (size_t j = i; j < nfound && !f; j++)
+			if (found[j].nlink && found[j].ino == found[i].ino &&
+			    nodes[j] && !fresh_name(nodes[j]))
+				f = node_file(nodes[j]);
+		if (!f)
+			f = nodes[i];
+		for (size_t j = i; j < nfound; j++) {
+			struct node *m = nodes[j];
+			if (!found[j].nlink || found[j].ino != found[i].ino)
+				continue;
+			if (m && m != f && fresh_name(m)) {
+				node_link_add(f, m);
+				m->link_seen = true;
+			}
+			nodes[j] = NULL; /* its group is done */
+		}
+	}
+}
+
 /* Gives @sa's nodes what the scan found (@found: paths below @d, with
  * their special bits), none to the others (nodes lock held). */
-static void settle(struct special_ask *sa, struct node_table *nt,
-		   struct node *d, const struct rdent *found, size_t nfound)
+static void settle(struct osbfs *fs, struct special_ask *sa, struct node *d,
+		   const struct rdent *found, size_t nfound)
 {
+	struct node_table *nt = &fs->nodes;
+	struct node **nodes = calloc(nfound ? nfound : 1, sizeof(*nodes));
 	for (size_t i = 0; i < nfound; i++) {
 		struct node *n = node_below(nt, d, found[i].name);
+		if (nodes)
+			nodes[i] = n;
 		if (n && asked_by(n, sa->id)) {
 			n->special = found[i].attr.mode & SPECIAL_BITS;
 			n->special_gen = ~0ull; /* found: keep it */
 		}
 	}
+	if (nodes)
+		links_settle(fs, sa, found, nfound, nodes);
+	free(nodes);
 	for (size_t i = 0; i < sa->count; i++) {
 		struct node *n = sa->n[i];
 		bool named = n->special_state == SPECIAL_UNKNOWN &&
@@ -281,7 +361,7 @@ void special_ask_run(struct osbfs *fs, struct held *h, int depth,
 			 "set through the mount");
 	pthread_mutex_lock(&fs->nodes.lock);
 	if (!rc)
-		settle(sa, &fs->nodes, h->n, found, nfound);
+		settle(fs, sa, h->n, found, nfound);
 	for (size_t i = 0; i < sa->count; i++)
 		node_unref(&fs->nodes, sa->n[i]);
 	pthread_mutex_unlock(&fs->nodes.lock);

@@ -262,15 +262,38 @@ char *wb_conflict_path(const char *path, time_t when)
 	return out;
 }
 
-/* The sandbox's copy changed since ours was taken from it: keep theirs
- * as NAME.conflict-<time>. */
+/* Whether @it's file has other names in the sandbox (hard links made
+ * here). */
+static bool item_linked(struct osbfs *fs, const struct item *it)
+{
+	bool linked = false;
+	pthread_mutex_lock(&fs->nodes.lock);
+	struct node *n = it->cf->node;
+	for (struct node *a = n ? n->links : NULL; a; a = a->link_next)
+		linked |= !a->link_later;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return linked;
+}
+
+/* The sandbox's copy (@remote) changed since ours was taken from it:
+ * keep theirs as NAME.conflict-<time>. Moved there, unless the file has
+ * other names there: then copied, and ours goes into the same inode
+ * (an upload writes in place), so that every name keeps the file as it
+ * is shown here; their version is the base until it lands. */
 static int resolve_conflict(struct osbfs *fs, struct writeback *wb,
-			    struct item *it)
+			    struct item *it, const struct fattr *remote)
 {
 	char *aside = wb_conflict_path(it->path, time(NULL));
 	if (!aside)
 		return -ENOMEM;
-	int rc = remote_rename(fs, it->path, aside, false, false);
+	bool linked = item_linked(fs, it);
+	int rc = linked ? remote_copy(fs, it->path, aside) :
+			  remote_rename(fs, it->path, aside, false, false);
+	if (!rc && linked) {
+		pthread_mutex_lock(&fs->cache->lock);
+		cache_set_base(it->cf, remote);
+		pthread_mutex_unlock(&fs->cache->lock);
+	}
 	if (!rc) {
 		log_error("%s was changed in the sandbox while it had local "
 			  "changes: their version kept as %s",
@@ -360,7 +383,7 @@ static int check_one(struct osbfs *fs, struct writeback *wb, struct item *it,
 		pthread_mutex_unlock(&fs->cache->lock);
 		return 0;
 	}
-	return resolve_conflict(fs, wb, it);
+	return resolve_conflict(fs, wb, it, remote);
 }
 
 static char *parent_of(const char *path)
@@ -816,6 +839,78 @@ static void try_pack(struct osbfs *fs, struct writeback *wb,
 	free(tdrop);
 }
 
+/*
+ * The links made here to files of a batch before the sandbox had them
+ * (node.h link_later), made now that it has them: one command for all,
+ * before the times command, so that the ctime it prints is the one the
+ * links left. 0 or -errno (the batch is then retried, and so are they).
+ */
+static int links_later(struct osbfs *fs, struct item *items, size_t n)
+{
+	char **srcs = NULL, **dsts = NULL;
+	struct node **al = NULL;
+	size_t k = 0, cap = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct item *it = &items[i];
+		struct node *f = it->skip || it->m.dir ? NULL : it->cf->node;
+		for (struct node *a = f ? f->links : NULL; !rc && a;
+		     a = a->link_next) {
+			if (!a->link_later)
+				continue;
+			if (k == cap) {
+				cap = cap ? cap * 2 : 8;
+				char **s = realloc(srcs, cap * sizeof(*s));
+				srcs = s ? s : srcs;
+				char **d = realloc(dsts, cap * sizeof(*d));
+				dsts = d ? d : dsts;
+				struct node **l = realloc(al, cap * sizeof(*l));
+				al = l ? l : al;
+				if (!s || !d || !l) {
+					rc = -ENOMEM;
+					break;
+				}
+			}
+			srcs[k] = strdup(it->path);
+			dsts[k] = node_path(&fs->nodes, a);
+			if (!srcs[k] || !dsts[k]) {
+				free(srcs[k]);
+				free(dsts[k]);
+				rc = -ENOMEM;
+				break;
+			}
+			al[k++] = a;
+			node_ref(a);
+		}
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!rc && k)
+		rc = remote_links_later(fs, srcs, dsts, k);
+	if (rc && k)
+		log_error("%zu link(s) to files just uploaded, first %s, could "
+			  "not be made in the sandbox (%s): retried",
+			  k, dsts[0], strerror(-rc));
+	pthread_mutex_lock(&fs->nodes.lock);
+	for (size_t j = 0; j < k; j++) {
+		/* in the sandbox: its record goes (one moved or removed
+		 * meanwhile went with its name) */
+		if (!rc && al[j]->link_later) {
+			cache_link_gone(al[j], fs->cache);
+			al[j]->link_later = false;
+		}
+		node_unref(&fs->nodes, al[j]);
+		free(srcs[j]);
+		free(dsts[j]);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	free(srcs);
+	free(dsts);
+	free(al);
+	return rc;
+}
+
 static void run_batch(struct osbfs *fs, struct writeback *wb,
 		      struct item *items, size_t n)
 {
@@ -919,6 +1014,8 @@ static void run_batch(struct osbfs *fs, struct writeback *wb,
 	free(tix);
 	if (!rc && nu)
 		rc = remote_upload(fs, ups, nu);
+	if (!rc)
+		rc = links_later(fs, items, n);
 	if (!rc && nt && remote_times(fs, times, nt) != 0) {
 		/* the data is there; only the times are off */
 		log_error("could not set the times of %zu uploaded file(s), "

@@ -18,7 +18,7 @@ static void on_record(void *arg, uint64_t id, const struct journal_record *r)
 {
 	size_t *n = arg;
 	*n += strnlen(r->path, sizeof(r->path)) + (size_t)(id & 1) +
-	      (r->left ? 1 : 0) + (size_t)r->m.mode;
+	      (r->left ? 1 : 0) + (size_t)r->m.mode + (size_t)(r->file & 1);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
