@@ -24,7 +24,9 @@
 /* how old the table may be when info is read */
 #define INFO_REFRESH_MS 1000
 /* wait: the pauses between two questions start at this (a local
- * capture takes a few hundred ms) and grow by half to the next */
+ * capture takes a few hundred ms) and grow by a quarter to the next, so
+ * that the answer is seen at most a quarter after it came (8 questions
+ * in the first second, 20 in ten) */
 #define WAIT_PAUSE_FIRST_MS 50
 #define WAIT_PAUSE_MAX_MS 1000
 #define WAIT_SLICE_MS 50
@@ -512,7 +514,8 @@ static bool wait_pause(struct snaps *s, fuse_req_t req, long ms)
 	for (long t = 0; t < ms; t += WAIT_SLICE_MS) {
 		if (atomic_load(&s->stop) || fuse_req_interrupted(req))
 			return false;
-		usleep(WAIT_SLICE_MS * 1000);
+		long slice = ms - t < WAIT_SLICE_MS ? ms - t : WAIT_SLICE_MS;
+		usleep((useconds_t)slice * 1000);
 	}
 	return !atomic_load(&s->stop) && !fuse_req_interrupted(req);
 }
@@ -538,9 +541,9 @@ void snaps_wait(struct snaps *s, uint64_t serial, fuse_req_t req, size_t size,
 			err = EINTR;
 			break;
 		}
-		pause = pause + pause / 2 > WAIT_PAUSE_MAX_MS ?
+		pause = pause + pause / 4 > WAIT_PAUSE_MAX_MS ?
 				WAIT_PAUSE_MAX_MS :
-				pause + pause / 2;
+				pause + pause / 4;
 		if (wait_ask(s, serial, &logged) == -ENOENT) {
 			err = ENOENT;
 			break;
