@@ -195,11 +195,11 @@ struct cache {
 	/* cache_stale.c: every stale_disk, and the emptying of a cache
 	 * file it marks (a leaf, taken after @lock when both are) */
 	pthread_mutex_t stale_lock;
-	pthread_t sweeper;   /* empties stale cache files; under @lock: */
-	bool sweeping;       /* it runs */
-	bool sweep_again;    /* a drop came while it ran: another pass */
-	bool sweeper_joined; /* no thread to join */
-	bool sweep_stop;     /* the release asks it to end */
+	pthread_t sweeper;    /* empties stale cache files; under @lock: */
+	bool sweeping;        /* it runs */
+	bool sweep_again;     /* a drop came while it ran: another pass */
+	bool sweeper_joined;  /* no thread to join */
+	bool sweep_stop;      /* the release asks it to end */
 	struct plink *plinks; /* links still to make (cache_link.c) */
 	size_t nplinks, plinks_cap;
 };
