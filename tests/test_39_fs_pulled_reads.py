@@ -47,8 +47,10 @@ def read_tree(root):
     return got
 
 
-# listings and attributes kept while a test looks, however slow the machine
-CACHING = ["attr_timeout=1h", "dir_timeout=1h"]
+# listings and attributes kept while a test looks, however slow the machine;
+# no change feed, whose reports (late on a loaded machine) would tell the
+# mount modes and changes the walk's own requests are counted to learn
+CACHING = ["attr_timeout=1h", "dir_timeout=1h", "feed=no"]
 # commands a cold walk of a tree below the mount's root costs besides its
 # pulls: the special mode bits of the tree's listing, and of its top,
 # looked up alone (test_49_fs_modes.py)
