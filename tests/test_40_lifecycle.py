@@ -272,8 +272,11 @@ def test_tls_sessions_are_resumed(make_server, make_mount, tmp_path):
     pki = make_ca(tmp_path)
     srv = make_server(extra_args=["--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key")])
     m = make_mount(srv=srv, create=False, options=["cacert=%s" % (pki / "ca.pem")])
-    names = ["f%02d" % i for i in range(40)]
+    # each in a directory of its own: reads that walk one directory
+    # would come in one archive (test_39), over one connection
+    names = ["d%02d/e/f" % i for i in range(40)]
     for n in names:
+        os.makedirs(os.path.dirname(m.p(n)))
         with open(m.p(n), "w") as f:
             f.write("file " + n)
     for verb in ("sync", "invalidate"):

@@ -528,7 +528,8 @@ static bool known_absent(struct osbfs *fs, const struct item *it)
  * Whether the sandbox is known to hold changed file @it's base version,
  * without asking: the change feed has been live since it was last seen
  * so (its upload landed, or a report said so), and has said nothing else
- * of it since. As fresh as what the feed holds for a stat.
+ * of it since. As fresh as what the feed holds for a stat: nothing with
+ * attr_timeout=0, which asks for every save to look first.
  */
 static bool known_base(struct osbfs *fs, const struct item *it)
 {
@@ -537,7 +538,8 @@ static bool known_base(struct osbfs *fs, const struct item *it)
 	long long now = mono_ms();
 	pthread_mutex_lock(&fs->nodes.lock);
 	struct node *n = it->cf->node;
-	bool known = n && node_feed_live(&fs->nodes, now) &&
+	bool known = fs->nodes.attr_ms > 0 && n &&
+		     node_feed_live(&fs->nodes, now) &&
 		     it->base_seen >= fs->nodes.feed_since &&
 		     it->base_seen >= n->feed_mark;
 	pthread_mutex_unlock(&fs->nodes.lock);
