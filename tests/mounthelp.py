@@ -29,6 +29,22 @@ SANITIZER_WORDS = (
 )
 
 
+def ctl(m, verb):
+    """Writes @verb to the mount's .osb/ctl."""
+    with open(m.p(".osb", "ctl"), "w") as f:
+        f.write(verb + "\n")
+
+
+def write_file(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def is_mounted(path):
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo") as f:

@@ -13,17 +13,13 @@ import time
 
 import pytest
 
+from mounthelp import ctl
 from osbtest import wait_until
 
 
 @pytest.fixture
 def mount(make_mount):
     return make_mount(options=["attr_timeout=0", "dir_timeout=0", "negative_timeout=0"])
-
-
-def ctl(m, verb):
-    with open(m.p(".osb", "ctl"), "w") as f:
-        f.write(verb + "\n")
 
 
 def names(m, *parts):

@@ -12,6 +12,7 @@ import threading
 import time
 
 from jobhelp import job_file, osb, start
+from mounthelp import read_file, write_file
 
 THREADS = 16
 SECONDS = float(os.environ.get("OSBFS_STRESS_SECONDS", "20"))
@@ -42,16 +43,6 @@ class Watchdog:
                 if now - since > OP_LIMIT_S:
                     return "thread %d: %s for %.0f s" % (tid, what, now - since)
         return None
-
-
-def write_file(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def worker(m, tid, stop, dog, final, errors):

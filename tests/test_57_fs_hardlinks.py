@@ -10,7 +10,9 @@ import subprocess
 
 import pytest
 
-from mounthelp import assert_conflict_kept
+from mounthelp import assert_conflict_kept, ctl
+from mounthelp import read_file as read
+from mounthelp import write_file as write
 from osbtest import execd_routes, wait_until
 
 
@@ -19,27 +21,12 @@ def mount(make_mount):
     return make_mount(options=["attr_timeout=0", "dir_timeout=0", "negative_timeout=0"])
 
 
-def ctl(m, verb):
-    with open(m.p(".osb", "ctl"), "w") as f:
-        f.write(verb + "\n")
-
-
 def sandbox_links(server, m, *names):
     """(links, inode) of each name as the sandbox has it."""
     paths = " ".join(m.spath(n) for n in names)
     code, out, err = server.run(m.sandbox_id, "stat -c %h:%i " + paths)
     assert code == 0, err
     return [tuple(int(x) for x in line.split(":")) for line in out.split()]
-
-
-def write(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 @pytest.mark.parametrize("uploaded", [True, False])
